@@ -1,0 +1,239 @@
+"""The command line: run, list, show and leaderboard.
+
+Exit codes: 0 done; 1 the run failed (recorded as FAILED); 2 bad input (nothing written);
+130 interrupted (recorded as KILLED).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+import traceback
+from collections.abc import Sequence
+
+from rich.console import Console
+from rich.logging import RichHandler
+from rich.table import Table
+
+from benchmarks.config import ConfigError
+from methods.registry import RegistryError
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_KILLED = 0, 1, 2, 130
+
+log = logging.getLogger("mesabench")
+
+
+class UsageError(Exception):
+    """Bad command-line input."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # one line, exit 2, no usage dump
+        raise UsageError(message)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="python -m benchmarks", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    run = sub.add_parser("run", help="run a method on a benchmark and record it in MLflow")
+    run.add_argument("--method", help="method name (see 'list methods')")
+    run.add_argument("--benchmark", default=None, help="benchmark name (default sinusoid-5shot)")
+    run.add_argument("--seed", type=int, default=0)
+    run.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a method, task or protocol setting (repeatable)",
+    )
+    run.add_argument("--tracking-uri", default=None, help="MLflow tracking URI")
+    run.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
+    run.add_argument("--resume", metavar="RUN_ID", help="continue a killed run")
+
+    lst = sub.add_parser("list", help="list methods or benchmarks")
+    lst.add_argument("what", choices=["methods", "benchmarks"])
+
+    show = sub.add_parser("show", help="print a benchmark's resolved spec")
+    show.add_argument("benchmark")
+    show.add_argument("--method", help="also print this method's resolved config")
+    show.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+
+    board = sub.add_parser("leaderboard", help="final metrics per method, mean +- std over seeds")
+    board.add_argument("--benchmark", default="sinusoid-5shot")
+    board.add_argument("--tracking-uri", default=None)
+    board.add_argument("--metric", default=None, help="metric to rank by (default: primary)")
+    return parser
+
+
+def parse_overrides(items: Sequence[str]) -> dict[str, str]:
+    overrides = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"--set expects KEY=VALUE (got {item!r})")
+        overrides[key.strip()] = value.strip()
+    return overrides
+
+
+def _report_plugin_errors(console: Console) -> None:
+    from benchmarks.plugins import load_plugins
+
+    for line in load_plugins():
+        log.warning(line)
+
+
+# -- commands ---------------------------------------------------------------------------
+def cmd_list(args, console: Console) -> int:
+    from benchmarks.plugins import load_plugins, plugins_disabled
+    from benchmarks.specs import BENCHMARKS
+    from methods.registry import METHODS
+
+    load_plugins()
+    registry = METHODS if args.what == "methods" else BENCHMARKS
+    table = Table(title=args.what)
+    table.add_column("name", style="bold")
+    table.add_column("source")
+    table.add_column("description")
+    for entry in registry:
+        table.add_row(entry.name, entry.source, entry.description)
+    console.print(table)
+    if plugins_disabled():
+        console.print("plugins disabled (MESABENCH_DISABLE_PLUGINS)")
+    _report_plugin_errors(console)
+    return EXIT_OK
+
+
+def cmd_show(args, console: Console) -> int:
+    import json
+
+    from benchmarks.config import as_dict
+    from benchmarks.runner import benchmark_spec, plan_run
+
+    spec = benchmark_spec(args.benchmark)
+    if args.method is None and not args.overrides:
+        console.print_json(spec.describe())
+        return EXIT_OK
+    plan = plan_run(
+        args.method or "maml", args.benchmark, 0, parse_overrides(args.overrides), device="cpu"
+    )
+    body = json.loads(spec.describe())
+    body["task"], body["protocol"] = as_dict(plan.task), as_dict(plan.protocol)
+    if args.method:
+        body["method"] = {"name": plan.method_name, **as_dict(plan.method)}
+    console.print_json(json.dumps(body, default=str))
+    return EXIT_OK
+
+
+def _final_table(final: dict[str, float]) -> Table:
+    table = Table(title="final metrics")
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    for key in sorted(final):
+        if key.endswith("_ci95"):
+            continue
+        value = final[key]
+        ci = final.get(f"{key}_ci95")
+        text = f"{value:.4f}" if ci is None else f"{value:.4f} ± {ci:.4f}"
+        table.add_row(key, text)
+    return table
+
+
+def cmd_run(args, console: Console) -> int:
+    from benchmarks.progress import TrainingProgress
+    from benchmarks.runner import DEFAULT_BENCHMARK, execute, plan_from_dict, plan_run
+    from benchmarks.tracking import MlflowTracker
+    from methods.registry import METHODS
+
+    overrides = parse_overrides(args.overrides)
+    _report_plugin_errors(console)
+    if args.resume is None:
+        if not args.method:
+            raise UsageError("run needs --method (or --resume RUN_ID)")
+        # All validation happens here, before the store is touched.
+        plan = plan_run(
+            args.method, args.benchmark or DEFAULT_BENCHMARK, args.seed, overrides, args.device
+        )
+        tracker = MlflowTracker(args.tracking_uri)
+        run_id = tracker.start(plan, METHODS.get(plan.method_name).source)
+        checkpoint = None
+    else:
+        if args.method or args.benchmark or overrides:
+            raise UsageError("--resume takes no --method, --benchmark or --set")
+        tracker = MlflowTracker(args.tracking_uri)
+        try:
+            body = tracker.reopen(args.resume)
+        except Exception as err:  # unknown run id, missing config artifact
+            raise UsageError(f"cannot resume run {args.resume!r}: {err}") from None
+        plan = plan_from_dict(body)
+        run_id = args.resume
+        checkpoint = tracker.load_checkpoint()
+        start = 0 if checkpoint is None else checkpoint["iteration"]
+        console.print(f"resuming run {run_id} from iteration {start}")
+
+    console.print(
+        f"[bold]{plan.method_name}[/] on [bold]{plan.benchmark}[/] seed {plan.seed} "
+        f"({plan.device}); MLflow run {run_id}"
+    )
+    completed = 0 if checkpoint is None else checkpoint["iteration"]
+    try:
+        with TrainingProgress(
+            plan.protocol.iterations, completed, f"{plan.method_name}", console
+        ) as progress:
+            final = execute(plan, tracker, progress=progress, checkpoint=checkpoint)
+    except KeyboardInterrupt:
+        tracker.finish("KILLED", error="interrupted")
+        console.print(f"interrupted: run {run_id} marked KILLED; resume with --resume {run_id}")
+        return EXIT_KILLED
+    except Exception as err:
+        reason = f"{type(err).__name__}: {err}"
+        try:
+            tracker.log_text(traceback.format_exc(), "error.txt")
+        finally:
+            tracker.finish("FAILED", error=reason)
+        console.print(f"[red]run failed[/]: {reason} (run {run_id} marked FAILED)")
+        return EXIT_FAILED
+    tracker.finish("FINISHED")
+    console.print(_final_table(final))
+    console.print(f"MLflow run id: [bold]{run_id}[/] (store: {tracker.uri})")
+    return EXIT_OK
+
+
+def cmd_leaderboard(args, console: Console) -> int:
+    from benchmarks.leaderboard import leaderboard_rows, leaderboard_table
+    from benchmarks.runner import benchmark_spec
+    from benchmarks.tracking import MlflowTracker
+
+    benchmark_spec(args.benchmark)  # unknown names are a usage error
+    tracker = MlflowTracker(args.tracking_uri)
+    rows = leaderboard_rows(tracker, args.benchmark, args.metric)
+    console.print(leaderboard_table(rows, args.benchmark))
+    return EXIT_OK
+
+
+COMMANDS = {"run": cmd_run, "list": cmd_list, "show": cmd_show, "leaderboard": cmd_leaderboard}
+
+
+def _raise_keyboard_interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    console = Console(stderr=False)
+    logging.basicConfig(
+        level=logging.INFO,
+        format="%(message)s",
+        handlers=[RichHandler(console=Console(stderr=True), show_path=False)],
+    )
+    # A polite kill (SIGTERM) is an interruption too: the run is marked KILLED, not lost.
+    signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
+    try:
+        args = build_parser().parse_args(argv)
+        return COMMANDS[args.command](args, console)
+    except (UsageError, ConfigError, RegistryError) as err:
+        message = err.args[0] if isinstance(err, RegistryError) and err.args else str(err)
+        sys.stderr.write(f"error: {message}\n")
+        return EXIT_USAGE

@@ -1,0 +1,32 @@
+"""Figures and tables saved as run artifacts (matplotlib, headless)."""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+
+
+def sparsity_figure(history: list[tuple[int, dict[str, float]]]) -> Figure:
+    """Gradient sparsity of each parameter tensor over meta-training."""
+    fig, ax = plt.subplots(figsize=(7, 4))
+    names = list(history[0][1])
+    steps = [step for step, _ in history]
+    for name in names:
+        ax.plot(steps, [values[name] for _, values in history], label=name)
+    ax.set_xlabel("iteration")
+    ax.set_ylabel("gradient sparsity (fraction gated off)")
+    ax.set_ylim(-0.02, 1.02)
+    ax.legend(fontsize="small", ncol=2)
+    ax.set_title("Sparsity per parameter tensor")
+    fig.tight_layout()
+    return fig
+
+
+def sparsity_table(final: dict[str, float]) -> str:
+    """CSV of the final sparsity of each tensor, in network order (input to output)."""
+    rows = ["tensor,depth,sparsity"]
+    rows += [f"{name},{depth},{value:.6f}" for depth, (name, value) in enumerate(final.items())]
+    return "\n".join(rows) + "\n"

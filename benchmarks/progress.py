@@ -1,0 +1,42 @@
+"""The progress bar shown while a protocol trains a method."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+
+
+class TrainingProgress:
+    """A rich progress bar with the latest training loss; usable as the protocol callback."""
+
+    def __init__(self, total: int, completed: int, description: str, console: Console):
+        self._progress = Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("loss {task.fields[loss]}"),
+            TimeElapsedColumn(),
+            TimeRemainingColumn(),
+            console=console,
+            transient=False,
+        )
+        self._task = self._progress.add_task(
+            description, total=total, completed=completed, loss="-"
+        )
+
+    def __enter__(self) -> TrainingProgress:
+        self._progress.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._progress.stop()
+
+    def __call__(self, done: int, metrics: dict[str, float]) -> None:
+        self._progress.update(self._task, completed=done, loss=f"{metrics['loss']:.4f}")

@@ -1,0 +1,222 @@
+"""Episodic meta-learning: meta-train on fresh task batches, meta-validate, meta-test.
+
+Every task batch is drawn from a generator seeded by (role, seed, index), so the training
+stream depends only on the seed, validation and test tasks are the same for every run, and a
+resumed run sees exactly the batches an uninterrupted one would.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from benchmarks.config import ConfigError, param
+from benchmarks.metrics import mean_ci95
+from benchmarks.recording import Recorder
+from datasets.tasks import TaskSource, seeded_generator
+from methods.api import Method
+from methods.losses import is_classification, per_task_accuracy, per_task_loss
+
+TRAIN, VALIDATION, TEST = 1, 2, 3
+#: Evaluation tasks are drawn in blocks of this many, so the test set never depends on how
+#: many tasks are predicted at once.
+TASK_BLOCK = 100
+
+
+class DivergenceError(RuntimeError):
+    """The training loss became NaN or infinite."""
+
+
+@dataclass(frozen=True)
+class EpisodicConfig:
+    iterations: int = param(5000, min=0, help="outer (meta-training) iterations")
+    meta_batch: int = param(25, min=1, help="tasks per outer update")
+    val_every: int = param(500, min=1, help="iterations between meta-validations")
+    val_tasks: int = param(200, min=1)
+    test_tasks: int = param(1000, min=1, help="held-out tasks for the final meta-test")
+    eval_steps: tuple[int, ...] = param((1, 10), min=0, help="inner steps scored at meta-test")
+    eval_chunk: int = param(100, min=1, help="tasks predicted at once during evaluation")
+    select_best: bool = param(True, help="meta-test the best meta-validation checkpoint")
+    log_every: int = param(50, min=1)
+    checkpoint_every: int = param(1000, min=1)
+    test_seed: int = param(20_231_001, min=0, help="fixed seed of the held-out tasks")
+    val_seed: int = param(10_101, min=0)
+
+    def check(self) -> None:
+        if not self.eval_steps:
+            raise ConfigError("eval_steps must name at least one step count")
+
+
+ProgressCallback = Callable[[int, dict[str, float]], None]
+
+
+@dataclass
+class _Best:
+    score: float = math.inf
+    iteration: int = -1
+    state: dict[str, Any] | None = None
+
+
+class EpisodicProtocol:
+    """Drives a :class:`Method` through meta-training, meta-validation and meta-test."""
+
+    name = "episodic"
+
+    def __init__(
+        self,
+        config: EpisodicConfig,
+        source: TaskSource,
+        seed: int,
+        recorder: Recorder,
+        device: torch.device,
+        progress: ProgressCallback | None = None,
+    ):
+        self.config = config
+        self.source = source
+        self.seed = seed
+        self.recorder = recorder
+        self.device = device
+        self.progress = progress
+        self.classification = is_classification(source.problem.loss)
+
+    # -- evaluation ---------------------------------------------------------------------
+    def _tasks(self, role: int, seed: int, count: int):
+        for block in range(math.ceil(count / TASK_BLOCK)):
+            batch = self.source.sample(TASK_BLOCK, seeded_generator(role, seed, block))
+            take = min(TASK_BLOCK, count - block * TASK_BLOCK)
+            for start in range(0, take, self.config.eval_chunk):
+                stop = min(take, start + self.config.eval_chunk)
+                yield batch.slice(start, stop).to(self.device)
+
+    def evaluate(
+        self, method: Method, role: int, seed: int, count: int, steps: tuple[int, ...]
+    ) -> dict[int, dict[str, torch.Tensor]]:
+        """Per-task losses (and accuracies) after each number of inner steps in ``steps``."""
+        steps = steps if method.uses_inner_steps else steps[-1:]
+        out: dict[int, dict[str, list[torch.Tensor]]] = {
+            s: {"loss": [], "accuracy": []} for s in steps
+        }
+        for batch in self._tasks(role, seed, count):
+            for s in steps:
+                pred = method.predict(batch.support_x, batch.support_y, batch.query_x, steps=s)
+                loss = per_task_loss(pred, batch.query_y, self.source.problem.loss)
+                out[s]["loss"].append(loss.cpu())
+                if self.classification:
+                    out[s]["accuracy"].append(per_task_accuracy(pred, batch.query_y).cpu())
+        return {s: {k: torch.cat(v) for k, v in d.items() if v} for s, d in out.items()}
+
+    def _score(self, per_task: dict[str, torch.Tensor]) -> float:
+        # Lower is better: loss for regression, error rate for classification.
+        if self.classification:
+            return 1.0 - per_task["accuracy"].mean().item()
+        return per_task["loss"].mean().item()
+
+    def validate(self, method: Method) -> tuple[float, dict[str, float]]:
+        c = self.config
+        steps = c.eval_steps[-1]
+        result = self.evaluate(method, VALIDATION, c.val_seed, c.val_tasks, (steps,))
+        per_task = next(iter(result.values()))
+        metrics = {"val/loss": per_task["loss"].mean().item()}
+        if self.classification:
+            metrics["val/accuracy"] = per_task["accuracy"].mean().item()
+        return self._score(per_task), metrics
+
+    # -- training -----------------------------------------------------------------------
+    def run(self, method: Method, checkpoint: dict[str, Any] | None = None) -> dict[str, float]:
+        """Meta-train (from ``checkpoint`` if given), meta-test, return the ``final/`` metrics."""
+        c = self.config
+        start, best, elapsed = 0, _Best(), 0.0
+        sparsity_history: list[tuple[int, dict[str, float]]] = []
+        if checkpoint is not None:
+            method.load_state_dict(checkpoint["method"])
+            start = checkpoint["iteration"]
+            best = _Best(**checkpoint["best"])
+            elapsed = checkpoint["elapsed"]
+            sparsity_history = checkpoint["sparsity_history"]
+            torch.set_rng_state(checkpoint["torch_rng"])
+        began = time.perf_counter() - elapsed
+
+        def snapshot(next_iteration: int) -> dict[str, Any]:
+            return {
+                "iteration": next_iteration,
+                "method": copy.deepcopy(method.state_dict()),
+                "best": vars(best).copy(),
+                "elapsed": time.perf_counter() - began,
+                "sparsity_history": list(sparsity_history),
+                "torch_rng": torch.get_rng_state(),
+            }
+
+        for it in range(start, c.iterations):
+            batch = self.source.sample(c.meta_batch, seeded_generator(TRAIN, self.seed, it))
+            metrics = method.meta_train_step(batch.to(self.device))
+            loss = metrics["loss"]
+            if not math.isfinite(loss):
+                raise DivergenceError(f"diverged at iteration {it}: training loss is {loss}")
+            done = it + 1
+            if done % c.log_every == 0 or done == c.iterations:
+                logged = {f"train/{k}": v for k, v in metrics.items()}
+                sparsity = method.sparsity()
+                if sparsity:
+                    sparsity_history.append((done, sparsity))
+                    logged.update({f"sparsity/{k}": v for k, v in sparsity.items()})
+                    logged["sparsity/overall"] = overall_sparsity(method, sparsity)
+                self.recorder.log_metrics(logged, step=done)
+            if done % c.val_every == 0 or done == c.iterations:
+                score, val_metrics = self.validate(method)
+                self.recorder.log_metrics(val_metrics, step=done)
+                if score <= best.score:
+                    best = _Best(score, done, copy.deepcopy(method.state_dict()))
+            if done % c.checkpoint_every == 0 and done < c.iterations:
+                self.recorder.save_checkpoint(snapshot(done))
+            if self.progress is not None:
+                self.progress(done, metrics)
+
+        train_time = time.perf_counter() - began
+        final_sparsity = method.sparsity()
+        if c.select_best and best.state is not None:
+            method.load_state_dict(best.state)
+        final = self.meta_test(method)
+        final["final/train_time_s"] = train_time
+        final["final/best_iteration"] = float(best.iteration if c.select_best else c.iterations)
+        final["final/num_params"] = float(method.num_parameters())
+        if final_sparsity:
+            final.update({f"final/sparsity/{k}": v for k, v in final_sparsity.items()})
+            final["final/sparsity/overall"] = overall_sparsity(method, final_sparsity)
+        self.recorder.log_metrics(final, step=c.iterations)
+        if sparsity_history:
+            from benchmarks.plots import sparsity_figure, sparsity_table
+
+            self.recorder.log_figure(sparsity_figure(sparsity_history), "sparsity.png")
+            self.recorder.log_text(sparsity_table(final_sparsity), "sparsity_per_tensor.csv")
+        return final
+
+    def meta_test(self, method: Method) -> dict[str, float]:
+        c = self.config
+        results = self.evaluate(method, TEST, c.test_seed, c.test_tasks, c.eval_steps)
+        final: dict[str, float] = {}
+        for steps, per_task in results.items():
+            for name, values in per_task.items():
+                mean, ci = mean_ci95(values)
+                if method.uses_inner_steps:
+                    final[f"final/test_{name}_steps{steps}"] = mean
+                    final[f"final/test_{name}_steps{steps}_ci95"] = ci
+        primary = results[c.eval_steps[-1]]
+        for name, values in primary.items():
+            mean, ci = mean_ci95(values)
+            final[f"final/test_{name}"] = mean
+            final[f"final/test_{name}_ci95"] = ci
+        final["final/test_tasks"] = float(c.test_tasks)
+        return final
+
+
+def overall_sparsity(method: Method, per_tensor: dict[str, float]) -> float:
+    """Parameter-weighted mean sparsity over the modulated tensors."""
+    sizes = method.tensor_sizes() or dict.fromkeys(per_tensor, 1)
+    total = sum(sizes[k] for k in per_tensor)
+    return sum(per_tensor[k] * sizes[k] for k in per_tensor) / max(total, 1)

@@ -1,0 +1,180 @@
+"""From names and overrides to a validated run plan, and from a plan to final metrics.
+
+Everything that can be wrong with user input is found by :func:`plan_run`, before anything
+touches the results store.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from benchmarks.config import (
+    ConfigError,
+    apply_overrides,
+    as_dict,
+    from_dict,
+    validate,
+    with_known_fields,
+)
+from benchmarks.plugins import load_plugins
+from benchmarks.protocols import PROTOCOLS
+from benchmarks.recording import Recorder
+from benchmarks.specs import BENCHMARKS, BenchmarkSpec, resolve_sections
+from methods.api import Method
+from methods.registry import METHODS, MethodEntry
+
+DEFAULT_BENCHMARK = "sinusoid-5shot"
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """A fully resolved run: which method, on which benchmark, with which settings."""
+
+    method_name: str
+    benchmark: str
+    seed: int
+    method: Any
+    task: Any
+    protocol: Any
+    device: str
+
+    def sections(self) -> dict[str, Any]:
+        return {"method": self.method, "task": self.task, "protocol": self.protocol}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "method_name": self.method_name,
+            "benchmark": self.benchmark,
+            "seed": self.seed,
+            "device": self.device,
+            **{name: as_dict(cfg) for name, cfg in self.sections().items()},
+        }
+
+    def config_hash(self) -> str:
+        """Identifies the configuration independently of the seed and the device."""
+        body = self.to_dict()
+        body.pop("seed")
+        body.pop("device")
+        text = json.dumps(body, sort_keys=True, default=str)
+        return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+    def flat_params(self) -> dict[str, str]:
+        flat = {
+            "method_name": self.method_name,
+            "benchmark": self.benchmark,
+            "seed": str(self.seed),
+            "device": self.device,
+        }
+        for name, cfg in self.sections().items():
+            for key, value in as_dict(cfg).items():
+                flat[f"{name}.{key}"] = str(value)
+        return flat
+
+
+def method_entry(name: str) -> MethodEntry:
+    load_plugins()
+    return METHODS.get(name).value
+
+
+def benchmark_spec(name: str) -> BenchmarkSpec:
+    load_plugins()
+    return BENCHMARKS.get(name).value
+
+
+def resolve_device(device: str) -> str:
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    try:
+        torch.device(device)
+    except RuntimeError:
+        raise ConfigError(f"device must be auto, cpu, cuda or cuda:N (got {device!r})") from None
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise ConfigError(f"device {device!r} requested but no CUDA device is available")
+    return device
+
+
+def plan_run(
+    method: str,
+    benchmark: str = DEFAULT_BENCHMARK,
+    seed: int = 0,
+    overrides: dict[str, str] | None = None,
+    device: str = "auto",
+) -> RunPlan:
+    """Resolve and validate a run; raises ConfigError / RegistryError on bad input."""
+    entry = method_entry(method)
+    spec = benchmark_spec(benchmark)
+    if spec.protocol_name not in entry.cls.protocols:
+        raise ConfigError(
+            f"method {method!r} supports protocols {sorted(entry.cls.protocols)}, but "
+            f"benchmark {benchmark!r} uses {spec.protocol_name!r}"
+        )
+    if seed < 0:
+        raise ConfigError(f"seed must be >= 0 (got {seed})")
+    sections = resolve_sections(spec)
+    source = sections["task"].build()
+    # Defaults, lowest first: the method class, the benchmark (scale of the problem), the
+    # named variant (what makes sparse_maml sparse), then the user's --set.
+    method_config = entry.cls.Config()
+    method_config = with_known_fields(method_config, source.method_defaults())
+    method_config = with_known_fields(method_config, spec.method_defaults)
+    method_config = with_known_fields(method_config, entry.defaults)
+    validate(method_config, prefix="method.")
+    sections = {"method": method_config, **sections}
+    resolved = apply_overrides(sections, overrides or {})
+    return RunPlan(
+        method_name=method,
+        benchmark=benchmark,
+        seed=seed,
+        method=resolved["method"],
+        task=resolved["task"],
+        protocol=resolved["protocol"],
+        device=resolve_device(device),
+    )
+
+
+def plan_from_dict(body: dict[str, Any]) -> RunPlan:
+    """Rebuild a plan from :meth:`RunPlan.to_dict` (used to resume a run)."""
+    entry = method_entry(body["method_name"])
+    spec = benchmark_spec(body["benchmark"])
+    return RunPlan(
+        method_name=body["method_name"],
+        benchmark=body["benchmark"],
+        seed=int(body["seed"]),
+        method=from_dict(entry.cls.Config, body["method"]),
+        task=from_dict(type(spec.task), body["task"]),
+        protocol=from_dict(type(spec.protocol), body["protocol"]),
+        device=body["device"],
+    )
+
+
+def build_method(plan: RunPlan) -> Method:
+    """Seed the global RNG (weight initialisation) and construct the method."""
+    torch.manual_seed(plan.seed)
+    entry = method_entry(plan.method_name)
+    return entry.cls(plan.method, plan.task.build().problem, torch.device(plan.device))
+
+
+def execute(
+    plan: RunPlan,
+    recorder: Recorder,
+    progress=None,
+    checkpoint: dict[str, Any] | None = None,
+) -> dict[str, float]:
+    """Run ``plan`` to completion and return its ``final/`` metrics."""
+    spec = benchmark_spec(plan.benchmark)
+    _, protocol_cls = PROTOCOLS[spec.protocol_name]
+    method = build_method(plan)
+    protocol = protocol_cls(
+        plan.protocol,
+        plan.task.build(),
+        plan.seed,
+        recorder,
+        torch.device(plan.device),
+        progress=progress,
+    )
+    return protocol.run(method, checkpoint=checkpoint)

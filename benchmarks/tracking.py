@@ -1,0 +1,179 @@
+"""MLflow as the record of every run: the only writer of results.
+
+One experiment per benchmark, one run per (method, config, seed). Params are the resolved
+config; final numbers are logged under ``final/...``; checkpoints and figures are
+artifacts. The default store is SQLite at ``<cwd>/runs/mlflow.db`` with artifacts under
+``<cwd>/runs/artifacts``.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import os
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+
+import torch  # noqa: E402
+from mlflow.entities import Metric, Param  # noqa: E402
+from mlflow.tracking import MlflowClient  # noqa: E402
+
+import benchmarks  # noqa: E402
+
+CHECKPOINT_PATH = "checkpoints/last.pt"
+CONFIG_PATH = "config.json"
+_BATCH_LIMIT = 900  # MLflow accepts at most 1000 metrics per log_batch call
+
+
+def default_tracking_uri() -> str:
+    """``MLFLOW_TRACKING_URI`` if set, else SQLite under ``./runs`` (absolute path)."""
+    env = os.environ.get("MLFLOW_TRACKING_URI")
+    if env:
+        return env
+    return f"sqlite:///{(Path.cwd() / 'runs' / 'mlflow.db').resolve()}"
+
+
+def sqlite_path(uri: str) -> Path | None:
+    if not uri.startswith("sqlite:///"):
+        return None
+    return Path(uri[len("sqlite:///") :])
+
+
+def git_revision() -> str | None:
+    here = Path(__file__).resolve().parent
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True, timeout=5
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout.strip() or None if out.returncode == 0 else None
+
+
+class MlflowTracker:
+    """A :class:`benchmarks.recording.Recorder` that writes one MLflow run."""
+
+    def __init__(self, tracking_uri: str | None = None):
+        self.uri = tracking_uri or default_tracking_uri()
+        db = sqlite_path(self.uri)
+        if db is not None:
+            db.parent.mkdir(parents=True, exist_ok=True)
+        self.client = MlflowClient(tracking_uri=self.uri)
+        self.run_id: str | None = None
+        self._pending: list[Metric] = []
+        self._last_flush = time.monotonic()
+        self._logged_up_to: dict[str, int] = {}
+
+    # -- experiments and runs -----------------------------------------------------------
+    def experiment_id(self, benchmark: str, create: bool = True) -> str | None:
+        experiment = self.client.get_experiment_by_name(benchmark)
+        if experiment is not None:
+            return experiment.experiment_id
+        if not create:
+            return None
+        db = sqlite_path(self.uri)
+        location = (db.parent / "artifacts" / benchmark).as_uri() if db is not None else None
+        return self.client.create_experiment(benchmark, artifact_location=location)
+
+    def start(self, plan, method_source: str) -> str:
+        """Create the run for ``plan`` and record its params, tags and resolved config."""
+        tags = {
+            "mesabench.version": benchmarks.__version__,
+            "mesabench.method": plan.method_name,
+            "mesabench.method_source": method_source,
+            "mesabench.benchmark": plan.benchmark,
+            "mesabench.seed": str(plan.seed),
+            "mesabench.config_hash": plan.config_hash(),
+        }
+        revision = git_revision()
+        if revision:
+            tags["mlflow.source.git.commit"] = revision
+        run = self.client.create_run(
+            self.experiment_id(plan.benchmark),
+            run_name=f"{plan.method_name}-s{plan.seed}",
+            tags=tags,
+        )
+        self.run_id = run.info.run_id
+        params = [Param(k, v[:6000]) for k, v in plan.flat_params().items()]
+        for i in range(0, len(params), 90):
+            self.client.log_batch(self.run_id, params=params[i : i + 90])
+        self.log_text(json.dumps(plan.to_dict(), indent=2, default=str), CONFIG_PATH)
+        return self.run_id
+
+    def reopen(self, run_id: str) -> dict[str, Any]:
+        """Continue a run: returns its stored plan dict; later metrics skip logged steps."""
+        run = self.client.get_run(run_id)
+        self.run_id = run_id
+        for key in run.data.metrics:
+            history = self.client.get_metric_history(run_id, key)
+            self._logged_up_to[key] = max(m.step for m in history)
+        self.client.update_run(run_id, status="RUNNING")
+        path = self.client.download_artifacts(run_id, CONFIG_PATH, tempfile.mkdtemp())
+        return json.loads(Path(path).read_text())
+
+    def load_checkpoint(self) -> dict[str, Any] | None:
+        assert self.run_id is not None
+        names = {a.path for a in self.client.list_artifacts(self.run_id, "checkpoints")}
+        if CHECKPOINT_PATH not in names:
+            return None
+        path = self.client.download_artifacts(self.run_id, CHECKPOINT_PATH, tempfile.mkdtemp())
+        return torch.load(path, map_location="cpu", weights_only=False)
+
+    def finish(self, status: str, error: str | None = None) -> None:
+        """Flush what is pending and close the run as FINISHED, FAILED or KILLED."""
+        if self.run_id is None:
+            return
+        self.flush()
+        if error is not None:
+            self.client.set_tag(self.run_id, "error", error[:5000])
+        self.client.set_terminated(self.run_id, status=status)
+
+    # -- the Recorder interface ---------------------------------------------------------
+    def log_metrics(self, metrics: dict[str, float], step: int) -> None:
+        now = int(time.time() * 1000)
+        for key, value in metrics.items():
+            if step <= self._logged_up_to.get(key, -1):
+                continue  # already recorded before a resume: never write it twice
+            value = float(value)
+            if not math.isfinite(value):
+                value = float("nan")
+            self._pending.append(Metric(key, value, now, step))
+        if len(self._pending) >= _BATCH_LIMIT or time.monotonic() - self._last_flush > 5:
+            self.flush()
+
+    def flush(self) -> None:
+        while self._pending:
+            chunk, self._pending = self._pending[:_BATCH_LIMIT], self._pending[_BATCH_LIMIT:]
+            self.client.log_batch(self.run_id, metrics=chunk)
+        self._last_flush = time.monotonic()
+
+    def save_checkpoint(self, state: dict[str, Any]) -> None:
+        self.flush()  # metrics up to the checkpoint are on disk before it is
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / Path(CHECKPOINT_PATH).name
+            torch.save(state, path)
+            self.client.log_artifact(self.run_id, str(path), "checkpoints")
+
+    def log_figure(self, figure: Any, path: str) -> None:
+        buffer = io.BytesIO()
+        figure.savefig(buffer, format=Path(path).suffix.lstrip(".") or "png", dpi=120)
+        self._log_bytes(buffer.getvalue(), path)
+        import matplotlib.pyplot as plt
+
+        plt.close(figure)
+
+    def log_text(self, text: str, path: str) -> None:
+        self._log_bytes(text.encode(), path)
+
+    def _log_bytes(self, data: bytes, path: str) -> None:
+        with tempfile.TemporaryDirectory() as tmp:
+            target = Path(tmp) / Path(path).name
+            target.write_bytes(data)
+            folder = str(Path(path).parent)
+            self.client.log_artifact(self.run_id, str(target), None if folder == "." else folder)

@@ -1,0 +1,68 @@
+"""The unit of data every episodic learner sees: a batch of tasks as stacked tensors."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+import torch
+from torch import Tensor
+
+LossKind = Literal["mse", "half_mse", "cross_entropy"]
+
+
+@dataclass(frozen=True)
+class TaskBatch:
+    """``T`` tasks, each with a support set (for adaptation) and a query set (for scoring).
+
+    Shapes: ``support_x [T, S, *input]``, ``support_y [T, S, out]`` (regression) or
+    ``[T, S]`` class indices (classification); likewise for the query set.
+    """
+
+    support_x: Tensor
+    support_y: Tensor
+    query_x: Tensor
+    query_y: Tensor
+
+    @property
+    def num_tasks(self) -> int:
+        return self.support_x.shape[0]
+
+    def to(self, device: torch.device | str) -> TaskBatch:
+        return TaskBatch(*(t.to(device) for t in self))
+
+    def __iter__(self):
+        return iter((self.support_x, self.support_y, self.query_x, self.query_y))
+
+    def slice(self, start: int, stop: int) -> TaskBatch:
+        return TaskBatch(*(t[start:stop] for t in self))
+
+
+@dataclass(frozen=True)
+class Problem:
+    """What a learner may know about its tasks before it sees any data."""
+
+    input_shape: tuple[int, ...]
+    output_dim: int
+    loss: LossKind
+    network: str  # the benchmark's default network for gradient-based learners
+
+
+class TaskSource(Protocol):
+    """Anything that samples task batches reproducibly from a generator."""
+
+    problem: Problem
+
+    def sample(self, num_tasks: int, generator: torch.Generator) -> TaskBatch: ...
+
+    def method_defaults(self) -> dict[str, object]: ...
+
+
+def seeded_generator(*keys: int) -> torch.Generator:
+    """A CPU generator whose seed depends only on ``keys`` (e.g. seed and iteration)."""
+    seed = 0
+    for key in keys:
+        # A simple, stable mix (Python's hash() is salted per process for str, not int,
+        # but we keep it explicit so the stream never depends on the interpreter).
+        seed = (seed * 1_000_003 + int(key)) % (2**63 - 1)
+    return torch.Generator().manual_seed(seed)

@@ -1,0 +1,72 @@
+"""The Method API: what every learner implements so that a protocol can drive it.
+
+A method never opens files, talks to MLflow or loops over a dataset. The protocol hands it
+task batches and asks it for predictions; the method keeps its own parameters and
+optimisers and can save and restore them.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import torch
+from torch import Tensor
+
+from datasets.tasks import Problem, TaskBatch
+
+
+@dataclass(frozen=True)
+class MethodConfig:
+    """Base class for method configs (frozen dataclasses, validated by the harness)."""
+
+
+class Method(ABC):
+    """A learner that learns to learn.
+
+    Subclasses set ``Config`` (a frozen dataclass with defaults) and ``protocols`` (the
+    protocols they support, e.g. ``{"episodic"}``), and implement the abstract methods.
+    """
+
+    Config: ClassVar[type] = MethodConfig
+    protocols: ClassVar[frozenset[str]] = frozenset({"episodic"})
+    #: True if ``predict``'s ``steps`` changes anything (gradient-based adaptation).
+    uses_inner_steps: ClassVar[bool] = False
+
+    def __init__(self, config: Any, problem: Problem, device: torch.device):
+        self.config = config
+        self.problem = problem
+        self.device = device
+
+    @abstractmethod
+    def meta_train_step(self, batch: TaskBatch) -> dict[str, float]:
+        """One outer update on a batch of tasks; returns at least ``{"loss": ...}``."""
+
+    @abstractmethod
+    def predict(
+        self, support_x: Tensor, support_y: Tensor, query_x: Tensor, steps: int | None = None
+    ) -> Tensor:
+        """Predictions ``[T, Q, out]`` for the queries of ``T`` tasks after adapting to their
+        support sets (``steps`` inner steps for gradient learners, ignored otherwise)."""
+
+    def sparsity(self) -> dict[str, float]:
+        """Fraction of gated-off gradient entries per parameter tensor (empty if none)."""
+        return {}
+
+    def tensor_sizes(self) -> dict[str, int]:
+        """Number of entries of each tensor named by :meth:`sparsity` (for weighting)."""
+        return {}
+
+    def num_parameters(self) -> int:
+        return sum(t.numel() for t in self.state_tensors())
+
+    def state_tensors(self) -> list[Tensor]:
+        return []
+
+    @abstractmethod
+    def state_dict(self) -> dict[str, Any]:
+        """Everything needed to continue training exactly (weights and optimiser states)."""
+
+    @abstractmethod
+    def load_state_dict(self, state: dict[str, Any]) -> None: ...

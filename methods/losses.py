@@ -1,0 +1,41 @@
+"""Per-task losses shared by inner loops, outer loops and the protocols' scoring."""
+
+from __future__ import annotations
+
+import torch.nn.functional as F
+from torch import Tensor
+
+from datasets.tasks import LossKind
+
+
+def task_loss(prediction: Tensor, target: Tensor, kind: LossKind) -> Tensor:
+    """Mean loss over the points of one task (no task dimension)."""
+    if kind == "mse":
+        return F.mse_loss(prediction, target)
+    if kind == "half_mse":
+        return 0.5 * F.mse_loss(prediction, target)
+    if kind == "cross_entropy":
+        return F.cross_entropy(prediction, target)
+    raise ValueError(f"unknown loss kind {kind!r}")
+
+
+def per_task_loss(prediction: Tensor, target: Tensor, kind: LossKind) -> Tensor:
+    """Loss of each task in a batch: ``prediction [T, Q, out]`` -> ``[T]``."""
+    if kind == "cross_entropy":
+        logits = prediction.flatten(0, 1)
+        losses = F.cross_entropy(logits, target.flatten(), reduction="none")
+        return losses.view(target.shape).mean(dim=1)
+    squared = (prediction - target).pow(2).flatten(1).mean(dim=1)
+    return 0.5 * squared if kind == "half_mse" else squared
+
+
+def per_task_accuracy(prediction: Tensor, target: Tensor) -> Tensor:
+    """Fraction of correct queries per task: ``[T, Q, classes]`` -> ``[T]``."""
+    return (prediction.argmax(dim=-1) == target).float().mean(dim=1)
+
+
+def is_classification(kind: LossKind) -> bool:
+    return kind == "cross_entropy"
+
+
+__all__ = ["task_loss", "per_task_loss", "per_task_accuracy", "is_classification"]

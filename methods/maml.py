@@ -1,0 +1,209 @@
+"""The MAML family: one learner, one inner loop, different gradient modulations.
+
+``maml``, ``fomaml``, ``anil``, ``metasgd``, ``sparse_maml`` and ``sparse_relu_maml`` are the
+same :class:`GradientMetaLearner` with different config defaults; so are the two
+no-meta-learning baselines (joint training with or without fine-tuning at test time).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import torch
+from torch import Tensor
+
+from benchmarks.config import ConfigError, param
+from datasets.tasks import Problem, TaskBatch
+from methods.api import Method
+from methods.inner_loop import InnerLoop
+from methods.modulation import FixedRate, GradientModulation, LearnedRates
+from methods.networks import build_network, head_names
+from methods.registry import register_method
+
+
+@dataclass(frozen=True)
+class MAMLConfig:
+    """Settings shared by every gradient-based meta-learner."""
+
+    network: Literal["default", "mlp", "linear"] = "default"
+    hidden: tuple[int, ...] = param((40, 40), min=1, help="hidden widths of the MLP")
+    inner_lr: float = param(0.01, min=0.0, help="inner-loop rate (scale of masks/rates)")
+    inner_steps: int = param(1, min=0, help="inner steps during meta-training")
+    test_inner_steps: int = param(10, min=0, help="inner steps when predict() is not told")
+    first_order: bool = False
+    adapt: Literal["all", "head", "none"] = "all"
+    modulation: Literal["fixed", "learned_rates", "binary_mask", "relu_rates"] = "fixed"
+    rate_granularity: Literal["element", "tensor", "scalar"] = "element"
+    mask_init: float = param(
+        0.01, min=0.0, help="half-width of the mean-centred mask/rate initialisation"
+    )
+    outer_lr: float = param(1e-3, min=0.0)
+    modulation_lr: float | None = param(None, min=0.0, help="lr of masks/rates (None: outer_lr)")
+    grad_clip: float = param(0.0, min=0.0, help="global-norm clip of outer gradients (0: off)")
+
+    def check(self) -> None:
+        if self.modulation != "fixed" and self.adapt == "none":
+            raise ConfigError("modulation needs adapted parameters (adapt must be all or head)")
+
+
+def build_modulation(config: MAMLConfig, shapes: dict[str, torch.Size]) -> GradientModulation:
+    if config.modulation == "fixed":
+        return FixedRate(config.inner_lr)
+    if config.modulation == "learned_rates":  # Meta-SGD: rates initialised at inner_lr
+        return LearnedRates(
+            shapes,
+            gate="identity",
+            scale=1.0,
+            init="constant",
+            init_value=config.inner_lr,
+            granularity=config.rate_granularity,
+        )
+    if config.modulation == "binary_mask":  # sparse-MAML: inner_lr * 1[m >= 0]
+        return LearnedRates(
+            shapes,
+            gate="binary",
+            scale=config.inner_lr,
+            init="centred",
+            init_value=config.mask_init,
+            granularity=config.rate_granularity,
+        )
+    # sparse-ReLU-MAML: rates relu(m), m centred on zero with half-width 2 * inner_lr, so that
+    # about half the rates start at zero and the others average inner_lr.
+    return LearnedRates(
+        shapes,
+        gate="relu",
+        scale=1.0,
+        init="centred",
+        init_value=2 * config.inner_lr,
+        granularity=config.rate_granularity,
+    )
+
+
+class GradientMetaLearner(Method):
+    """MAML and every variant that differs from it only by its gradient modulation."""
+
+    Config = MAMLConfig
+    protocols = frozenset({"episodic"})
+    uses_inner_steps = True
+
+    def __init__(self, config: MAMLConfig, problem: Problem, device: torch.device):
+        super().__init__(config, problem, device)
+        name = problem.network if config.network == "default" else config.network
+        self.network = build_network(name, problem, config.hidden).to(device)
+        self.params = dict(self.network.named_parameters())
+        self.buffers = dict(self.network.named_buffers())
+        if config.adapt == "all":
+            adapted = list(self.params)
+        elif config.adapt == "head":
+            adapted = head_names(self.network)
+        else:
+            adapted = []
+        shapes = {n: self.params[n].shape for n in adapted}
+        self.modulation = build_modulation(config, shapes).to(device)
+        self.inner = InnerLoop(
+            self.network, self.modulation, problem.loss, adapted, config.first_order
+        )
+        self.optimizer = torch.optim.Adam(self.network.parameters(), lr=config.outer_lr)
+        modulation_params = list(self.modulation.parameters())
+        self.modulation_optimizer = (
+            torch.optim.Adam(
+                modulation_params,
+                lr=config.outer_lr if config.modulation_lr is None else config.modulation_lr,
+            )
+            if modulation_params
+            else None
+        )
+
+    def meta_train_step(self, batch: TaskBatch) -> dict[str, float]:
+        losses = self.inner.batched_query_loss(
+            self.params, self.buffers, batch, self.config.inner_steps
+        )
+        loss = losses.mean()
+        self.optimizer.zero_grad(set_to_none=True)
+        if self.modulation_optimizer is not None:
+            self.modulation_optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        if self.config.grad_clip > 0:
+            torch.nn.utils.clip_grad_norm_(self.network.parameters(), self.config.grad_clip)
+        self.optimizer.step()
+        if self.modulation_optimizer is not None:
+            self.modulation_optimizer.step()
+        return {"loss": loss.item()}
+
+    def predict(
+        self, support_x: Tensor, support_y: Tensor, query_x: Tensor, steps: int | None = None
+    ) -> Tensor:
+        steps = self.config.test_inner_steps if steps is None else steps
+        params = {n: p.detach() for n, p in self.params.items()}
+        with torch.no_grad():
+            return self.inner.batched_predict(
+                params, self.buffers, support_x, support_y, query_x, steps
+            )
+
+    def sparsity(self) -> dict[str, float]:
+        return self.modulation.sparsity()
+
+    def tensor_sizes(self) -> dict[str, int]:
+        return {n: p.numel() for n, p in self.params.items()}
+
+    def state_tensors(self) -> list[Tensor]:
+        return list(self.network.parameters())
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "network": self.network.state_dict(),
+            "modulation": self.modulation.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "modulation_optimizer": (
+                self.modulation_optimizer.state_dict() if self.modulation_optimizer else None
+            ),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.network.load_state_dict(state["network"])
+        self.modulation.load_state_dict(state["modulation"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        if self.modulation_optimizer is not None:
+            self.modulation_optimizer.load_state_dict(state["modulation_optimizer"])
+
+
+register_method("maml", GradientMetaLearner, "MAML, second order (Finn et al. 2017)")
+register_method("fomaml", GradientMetaLearner, "first-order MAML", first_order=True)
+register_method(
+    "anil", GradientMetaLearner, "ANIL: adapt the head only (Raghu et al. 2020)", adapt="head"
+)
+register_method(
+    "metasgd",
+    GradientMetaLearner,
+    "Meta-SGD: learned per-parameter rates (Li et al. 2017)",
+    modulation="learned_rates",
+)
+register_method(
+    "sparse_maml",
+    GradientMetaLearner,
+    "sparse-MAML: learned binary gradient masks, straight-through, first order",
+    modulation="binary_mask",
+    first_order=True,
+    modulation_lr=0.0075,
+)
+register_method(
+    "sparse_relu_maml",
+    GradientMetaLearner,
+    "sparse-ReLU-MAML: rectified learned rates, straight-through, first order",
+    modulation="relu_rates",
+    first_order=True,
+    modulation_lr=0.0075,
+)
+register_method(
+    "finetune",
+    GradientMetaLearner,
+    "baseline: joint training on all tasks, then fine-tuning on the support set",
+    inner_steps=0,
+)
+register_method(
+    "no_adaptation",
+    GradientMetaLearner,
+    "baseline: joint training on all tasks, no adaptation at test time",
+    adapt="none",
+)
