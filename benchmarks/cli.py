@@ -14,7 +14,6 @@ import traceback
 from collections.abc import Sequence
 
 from rich.console import Console
-from rich.logging import RichHandler
 from rich.table import Table
 
 from benchmarks.config import ConfigError
@@ -66,6 +65,10 @@ def build_parser() -> argparse.ArgumentParser:
     board.add_argument("--benchmark", default="sinusoid-5shot")
     board.add_argument("--tracking-uri", default=None)
     board.add_argument("--metric", default=None, help="metric to rank by (default: primary)")
+    board.add_argument(
+        "--columns", action="append", default=[], metavar="PREFIX",
+        help="also show final metrics starting with PREFIX (e.g. final/sparsity/)",
+    )
     return parser
 
 
@@ -210,7 +213,7 @@ def cmd_leaderboard(args, console: Console) -> int:
     benchmark_spec(args.benchmark)  # unknown names are a usage error
     tracker = MlflowTracker(args.tracking_uri)
     rows = leaderboard_rows(tracker, args.benchmark, args.metric)
-    console.print(leaderboard_table(rows, args.benchmark))
+    console.print(leaderboard_table(rows, args.benchmark, tuple(args.columns)))
     return EXIT_OK
 
 
@@ -223,11 +226,8 @@ def _raise_keyboard_interrupt(signum, frame):
 
 def main(argv: Sequence[str] | None = None) -> int:
     console = Console(stderr=False)
-    logging.basicConfig(
-        level=logging.INFO,
-        format="%(message)s",
-        handlers=[RichHandler(console=Console(stderr=True), show_path=False)],
-    )
+    # Plain one-line records on stderr: readable in a terminal, a CI log and a grep.
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s: %(message)s")
     # A polite kill (SIGTERM) is an interruption too: the run is marked KILLED, not lost.
     signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
     try:

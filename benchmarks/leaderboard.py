@@ -74,24 +74,38 @@ def leaderboard_rows(tracker, benchmark: str, metric: str | None = None):
     return ordered, metric, excluded
 
 
-def leaderboard_table(result, benchmark: str) -> Table:
+def _columns(rows: list[LeaderboardRow], metric: str, prefixes: tuple[str, ...]) -> list[str]:
+    names = sorted({k for r in rows for k in r.metrics})
+    shown = [metric]
+    for name in names:
+        wanted = name.startswith("final/test_") or name == "final/sparsity/overall"
+        wanted = wanted or any(name.startswith(p) for p in prefixes)
+        skip = name.endswith("_ci95") or name == "final/test_tasks"
+        if wanted and not skip and name not in shown:
+            shown.append(name)
+    return shown
+
+
+def leaderboard_table(result, benchmark: str, prefixes: tuple[str, ...] = ()) -> Table:
+    """Rich table: one row per configuration, mean +- std over seeds of each column."""
     rows, metric, excluded = result
     table = Table(title=f"{benchmark}: ranked by {metric}")
     table.add_column("#", justify="right")
     table.add_column("method", style="bold")
     table.add_column("config")
-    table.add_column(metric, justify="right")
+    columns = _columns(rows, metric, prefixes)
+    for name in columns:
+        table.add_column(name.removeprefix("final/"), justify="right")
     table.add_column("seeds", justify="right")
     table.add_column("train time (s)", justify="right")
     for rank, row in enumerate(rows, 1):
-        mean, std = row.stat(metric)
+        cells = []
+        for name in columns:
+            mean, std = row.stat(name)
+            cells.append(f"{mean:.4f} ± {std:.4f}" if name in row.metrics else "-")
         time_mean, _ = row.stat("final/train_time_s")
         table.add_row(
-            str(rank),
-            row.method,
-            row.config_hash,
-            f"{mean:.4f} ± {std:.4f}",
-            str(len(row.seeds)),
+            str(rank), row.method, row.config_hash, *cells, str(len(row.seeds)),
             f"{time_mean:.1f}",
         )
     skipped = ", ".join(f"{n} {s.lower()}" for s, n in excluded.items() if n)

@@ -98,6 +98,17 @@ def resolve_device(device: str) -> str:
     return device
 
 
+def _method_defaults(entry: MethodEntry, spec: BenchmarkSpec, task: Any) -> Any:
+    """Method config defaults, lowest first: the method class, the task source (scale of
+    the problem), the benchmark, then the named variant (what makes sparse_maml sparse)."""
+    config = entry.cls.Config()
+    config = with_known_fields(config, task.build().method_defaults())
+    config = with_known_fields(config, spec.method_defaults)
+    config = with_known_fields(config, entry.defaults)
+    validate(config, prefix="method.")
+    return config
+
+
 def plan_run(
     method: str,
     benchmark: str = DEFAULT_BENCHMARK,
@@ -116,16 +127,13 @@ def plan_run(
     if seed < 0:
         raise ConfigError(f"seed must be >= 0 (got {seed})")
     sections = resolve_sections(spec)
-    source = sections["task"].build()
-    # Defaults, lowest first: the method class, the benchmark (scale of the problem), the
-    # named variant (what makes sparse_maml sparse), then the user's --set.
-    method_config = entry.cls.Config()
-    method_config = with_known_fields(method_config, source.method_defaults())
-    method_config = with_known_fields(method_config, spec.method_defaults)
-    method_config = with_known_fields(method_config, entry.defaults)
-    validate(method_config, prefix="method.")
-    sections = {"method": method_config, **sections}
-    resolved = apply_overrides(sections, overrides or {})
+    overrides = overrides or {}
+    # Resolve twice: the first pass finds the user's task settings, from which the task
+    # source derives its method defaults (e.g. linreg's optimal rate for the chosen range).
+    first = apply_overrides({"method": _method_defaults(entry, spec, sections["task"]),
+                             **sections}, overrides)
+    method_config = _method_defaults(entry, spec, first["task"])
+    resolved = apply_overrides({"method": method_config, **sections}, overrides)
     return RunPlan(
         method_name=method,
         benchmark=benchmark,

@@ -22,13 +22,13 @@ class MLP(nn.Sequential):
 
 
 class LinearModel(nn.Module):
-    """y = w.x + b, zero-initialised so that one inner step from it is plain GD from w = 0."""
+    """y = W x with no bias, zero-initialised: one inner step from it is plain GD from w = 0,
+    the model of the in-context regression literature."""
 
     def __init__(self, in_features: int, out_features: int):
         super().__init__()
-        self.head = nn.Linear(in_features, out_features)
+        self.head = nn.Linear(in_features, out_features, bias=False)
         nn.init.zeros_(self.head.weight)
-        nn.init.zeros_(self.head.bias)
         self.head_prefix = "head."
 
     def forward(self, x):

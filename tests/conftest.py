@@ -1,0 +1,40 @@
+"""Shared fixtures: small task batches and an isolated MLflow store per test."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from tests.helpers import ROOT, python_env
+
+os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> str:
+    """A fresh SQLite tracking URI (absolute path) inside the test's temp dir."""
+    return f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}"
+
+
+@pytest.fixture
+def run_cli():
+    """Run ``python -m benchmarks ...`` in a subprocess; returns CompletedProcess."""
+
+    def _run(*args: str, cwd: Path | None = None, timeout: int = 240, **env: str):
+        return subprocess.run(
+            [sys.executable, "-m", "benchmarks", *args], capture_output=True, text=True,
+            cwd=cwd or ROOT, env=python_env(**env), timeout=timeout,
+        )
+
+    return _run
+
+
+@pytest.fixture(autouse=True)
+def _deterministic():
+    torch.manual_seed(0)
+    yield

@@ -1,0 +1,23 @@
+"""Helpers shared by the tests (constants and subprocess environments)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+#: Fast settings that keep an end-to-end run to a second or two.
+TINY = [
+    "--set", "iterations=20", "--set", "val_every=10", "--set", "val_tasks=20",
+    "--set", "test_tasks=50", "--set", "log_every=5", "--set", "checkpoint_every=10",
+]
+
+
+def python_env(**extra: str) -> dict[str, str]:
+    """The current environment with ``extra``'s PYTHONPATH, then the repo root, on the path."""
+    env = dict(os.environ)
+    paths = [*extra.pop("PYTHONPATH", "").split(os.pathsep), str(ROOT)]
+    env["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
+    env["MLFLOW_DISABLE_TELEMETRY"] = "true"
+    env.update(extra)
+    return env

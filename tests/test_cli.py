@@ -1,0 +1,195 @@
+"""The command line end to end: exit codes, messages, the MLflow record, resume."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+from benchmarks.cli import main
+from tests.helpers import TINY, python_env
+
+
+def _db(store: str) -> Path:
+    return Path(store[len("sqlite:///"):])
+
+
+def _runs(store: str, benchmark: str = "sinusoid-5shot"):
+    client = MlflowClient(store)
+    experiment = client.get_experiment_by_name(benchmark)
+    return client, client.search_runs([experiment.experiment_id]) if experiment else []
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["run", "--method", "mamll"], "unknown method 'mamll'; did you mean maml"),
+        (["run", "--method", "maml", "--benchmark", "sinusoid-5"], "did you mean sinusoid-5shot"),
+        (["run", "--method", "maml", "--set", "inner_stpes=3"], "did you mean"),
+        (["run", "--method", "maml", "--set", "shots=-1"], "task.shots must be >= 1"),
+        (["run", "--method", "maml", "--set", "inner_lr=fast"], "method.inner_lr must be a number"),
+        (["run", "--method", "maml", "--set", "adapt=some"], "one of 'all', 'head', 'none'"),
+        (["run", "--method", "maml", "--set", "noequals"], "--set expects KEY=VALUE"),
+        (["run", "--method", "maml", "--seed", "-3"], "seed must be >= 0"),
+        (["run"], "run needs --method"),
+        (["list", "things"], "invalid choice"),
+    ],
+)
+def test_bad_input_is_one_line_exit_2_and_writes_nothing(argv, message, store, capsys):
+    code = main([*argv, "--tracking-uri", store] if argv[0] == "run" else argv)
+    err = capsys.readouterr().err
+    assert code == 2
+    assert message in err
+    assert err.count("\n") == 1 and err.startswith("error: ")
+    assert not _db(store).exists(), "bad input must not touch the store"
+
+
+def test_run_records_a_finished_run_with_final_metrics(store, capsys):
+    code = main(["run", "--method", "sparse_maml", *TINY, "--tracking-uri", store])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "final/test_loss" in out and "MLflow run id" in out
+    client, runs = _runs(store)
+    (run,) = runs
+    assert run.info.status == "FINISHED"
+    assert run.info.run_name == "sparse_maml-s0"
+    assert run.data.params["method.modulation"] == "binary_mask"
+    assert run.data.params["protocol.iterations"] == "20"
+    assert run.data.tags["mesabench.method_source"] == "built-in"
+    assert run.data.tags["mesabench.version"]
+    metrics = run.data.metrics
+    assert metrics["final/test_loss"] == pytest.approx(metrics["final/test_loss_steps10"])
+    assert 0.0 <= metrics["final/sparsity/overall"] <= 1.0
+    assert len(client.get_metric_history(run.info.run_id, "sparsity/0.weight")) == 4
+    artifacts = {a.path for a in client.list_artifacts(run.info.run_id)}
+    assert {"config.json", "sparsity.png", "sparsity_per_tensor.csv"} <= artifacts
+
+
+def test_same_seed_same_numbers_different_seed_different_numbers(store):
+    for seed in ("1", "1", "2"):
+        assert main(["run", "--method", "maml", "--seed", seed, *TINY,
+                     "--tracking-uri", store]) == 0
+    _, runs = _runs(store)
+    by_seed: dict[str, list[float]] = {}
+    for run in runs:
+        by_seed.setdefault(run.data.tags["mesabench.seed"], []).append(
+            run.data.metrics["final/test_loss"]
+        )
+    assert by_seed["1"][0] == by_seed["1"][1]
+    assert by_seed["2"][0] != by_seed["1"][0]
+
+
+def test_diverging_run_fails_with_iteration(store, capsys):
+    code = main(["run", "--method", "maml", *TINY, "--set", "inner_lr=1e6",
+                 "--set", "inner_steps=5", "--tracking-uri", store])
+    assert code == 1
+    _, (run,) = _runs(store)
+    assert run.info.status == "FAILED"
+    assert "diverged at iteration 0" in run.data.tags["error"]
+    assert "diverged at iteration" in capsys.readouterr().out
+
+
+def test_failing_run_is_marked_failed_with_reason(store, monkeypatch):
+    from methods.maml import GradientMetaLearner
+
+    def broken(self, batch):
+        raise RuntimeError("simulated failure")
+
+    monkeypatch.setattr(GradientMetaLearner, "meta_train_step", broken)
+    assert main(["run", "--method", "maml", *TINY, "--tracking-uri", store]) == 1
+    client, (run,) = _runs(store)
+    assert run.info.status == "FAILED"
+    assert run.data.tags["error"] == "RuntimeError: simulated failure"
+    assert "error.txt" in {a.path for a in client.list_artifacts(run.info.run_id)}
+
+
+def test_list_and_show(capsys):
+    assert main(["list", "methods"]) == 0
+    out = capsys.readouterr().out
+    for name in ("maml", "fomaml", "anil", "metasgd", "sparse_maml", "sparse_relu_maml"):
+        assert name in out
+    assert main(["list", "benchmarks"]) == 0
+    assert "linreg-icl" in capsys.readouterr().out
+    assert main(["show", "linreg-icl", "--method", "maml", "--set", "input_range=0.5"]) == 0
+    out = capsys.readouterr().out
+    assert '"input_range": 0.5' in out and '"inner_lr": 6.06' in out
+
+
+def test_leaderboard_groups_seeds(store, capsys):
+    for seed in ("0", "1"):
+        main(["run", "--method", "fomaml", "--seed", seed, *TINY, "--tracking-uri", store])
+    main(["run", "--method", "anil", *TINY, "--tracking-uri", store])
+    capsys.readouterr()
+    assert main(["leaderboard", "--benchmark", "sinusoid-5shot", "--tracking-uri", store]) == 0
+    out = capsys.readouterr().out
+    fomaml_line = next(line for line in out.splitlines() if "fomaml" in line)
+    assert fomaml_line.rstrip().rstrip("│").split("│")[-2].strip() == "2"  # two seeds
+    assert "anil" in out
+
+
+def test_interrupted_run_is_killed_and_resumes_to_identical_numbers(store, tmp_path):
+    settings = ["--set", "iterations=3000", "--set", "checkpoint_every=200",
+                "--set", "val_every=500", "--set", "test_tasks=100", "--set", "log_every=100"]
+    command = [sys.executable, "-m", "benchmarks", "run", "--method", "fomaml", "--seed", "4",
+               *settings, "--tracking-uri", store]
+    proc = subprocess.Popen(command, cwd=tmp_path, env=python_env(), stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    artifacts = _db(store).parent / "artifacts" / "sinusoid-5shot"
+    deadline = time.monotonic() + 120
+    while not list(artifacts.glob("*/artifacts/checkpoints/last.pt")):
+        assert proc.poll() is None, proc.stdout.read()
+        assert time.monotonic() < deadline, "no checkpoint appeared"
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 130, out
+    client, (killed,) = _runs(store)
+    assert killed.info.status == "KILLED"
+    logged = client.get_metric_history(killed.info.run_id, "train/loss")
+    assert logged, "metrics logged before the interruption are kept"
+
+    resumed = subprocess.run(
+        [sys.executable, "-m", "benchmarks", "run", "--resume", killed.info.run_id,
+         "--tracking-uri", store], cwd=tmp_path, env=python_env(), capture_output=True,
+        text=True, timeout=240,
+    )
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert main(["run", "--method", "fomaml", "--seed", "4", *settings,
+                 "--tracking-uri", store]) == 0
+    _, runs = _runs(store)
+    finals = {r.info.run_id: r for r in runs}
+    again = finals[killed.info.run_id]
+    fresh = next(r for r in runs if r.info.run_id != killed.info.run_id)
+    assert again.info.status == "FINISHED"
+    for key, value in fresh.data.metrics.items():
+        if key.startswith("final/") and "time" not in key:
+            assert again.data.metrics[key] == value, key
+    steps = [m.step for m in client.get_metric_history(killed.info.run_id, "train/loss")]
+    assert steps == sorted(set(steps)), "no metric step is written twice"
+    assert steps[-1] == 3000
+
+
+def test_python_dash_m_entry_point(run_cli, tmp_path):
+    result = run_cli("list", "methods", cwd=tmp_path)
+    assert result.returncode == 0 and "sparse_relu_maml" in result.stdout
+    bad = run_cli("run", "--method", "nope", cwd=tmp_path)
+    assert bad.returncode == 2 and bad.stderr.startswith("error: unknown method 'nope'")
+    assert not (tmp_path / "runs").exists()
+
+
+def test_shadowing_datasets_package_stops_with_clear_message(tmp_path):
+    fake = tmp_path / "shadow" / "datasets"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("# someone else's datasets\n")
+    result = subprocess.run(
+        [sys.executable, "-c", "import benchmarks"], capture_output=True, text=True,
+        cwd=tmp_path, env=python_env(PYTHONPATH=str(fake.parent)), timeout=60,
+    )
+    assert result.returncode != 0
+    assert "another distribution's 'datasets' package" in result.stderr
+    assert str(fake) in result.stderr
