@@ -66,7 +66,10 @@ def build_parser() -> argparse.ArgumentParser:
     board.add_argument("--tracking-uri", default=None)
     board.add_argument("--metric", default=None, help="metric to rank by (default: primary)")
     board.add_argument(
-        "--columns", action="append", default=[], metavar="PREFIX",
+        "--columns",
+        action="append",
+        default=[],
+        metavar="PREFIX",
         help="also show final metrics starting with PREFIX (e.g. final/sparsity/)",
     )
     return parser

@@ -105,7 +105,11 @@ def leaderboard_table(result, benchmark: str, prefixes: tuple[str, ...] = ()) ->
             cells.append(f"{mean:.4f} ± {std:.4f}" if name in row.metrics else "-")
         time_mean, _ = row.stat("final/train_time_s")
         table.add_row(
-            str(rank), row.method, row.config_hash, *cells, str(len(row.seeds)),
+            str(rank),
+            row.method,
+            row.config_hash,
+            *cells,
+            str(len(row.seeds)),
             f"{time_mean:.1f}",
         )
     skipped = ", ".join(f"{n} {s.lower()}" for s, n in excluded.items() if n)

@@ -130,8 +130,9 @@ def plan_run(
     overrides = overrides or {}
     # Resolve twice: the first pass finds the user's task settings, from which the task
     # source derives its method defaults (e.g. linreg's optimal rate for the chosen range).
-    first = apply_overrides({"method": _method_defaults(entry, spec, sections["task"]),
-                             **sections}, overrides)
+    first = apply_overrides(
+        {"method": _method_defaults(entry, spec, sections["task"]), **sections}, overrides
+    )
     method_config = _method_defaults(entry, spec, first["task"])
     resolved = apply_overrides({"method": method_config, **sections}, overrides)
     return RunPlan(

@@ -21,6 +21,10 @@ from methods.modulation import GradientModulation
 Params = dict[str, Tensor]
 
 
+def _detached(params: Params) -> Params:
+    return {n: p.detach() for n, p in params.items()}
+
+
 class InnerLoop:
     """Adapts a network's parameters to a task's support set by modulated gradient steps."""
 
@@ -49,9 +53,12 @@ class InnerLoop:
         fast = {n: params[n] for n in self.adapted}
         frozen = {n: p for n, p in params.items() if n not in fast}
         for _ in range(steps):
-            grads = grad(self._support_loss)(fast, frozen, buffers, x, y)
             if self.first_order:
-                grads = {n: g.detach() for n, g in grads.items()}
+                # The inner gradient is a constant to the outer loop: compute it on detached
+                # weights so that no graph is built for it at all.
+                grads = grad(self._support_loss)(_detached(fast), _detached(frozen), buffers, x, y)
+            else:
+                grads = grad(self._support_loss)(fast, frozen, buffers, x, y)
             fast = {n: fast[n] - self.modulation.step(n, grads[n]) for n in fast}
         return {**frozen, **fast}
 

@@ -27,8 +27,12 @@ def run_cli():
 
     def _run(*args: str, cwd: Path | None = None, timeout: int = 240, **env: str):
         return subprocess.run(
-            [sys.executable, "-m", "benchmarks", *args], capture_output=True, text=True,
-            cwd=cwd or ROOT, env=python_env(**env), timeout=timeout,
+            [sys.executable, "-m", "benchmarks", *args],
+            capture_output=True,
+            text=True,
+            cwd=cwd or ROOT,
+            env=python_env(**env),
+            timeout=timeout,
         )
 
     return _run

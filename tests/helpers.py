@@ -8,8 +8,18 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 #: Fast settings that keep an end-to-end run to a second or two.
 TINY = [
-    "--set", "iterations=20", "--set", "val_every=10", "--set", "val_tasks=20",
-    "--set", "test_tasks=50", "--set", "log_every=5", "--set", "checkpoint_every=10",
+    "--set",
+    "iterations=20",
+    "--set",
+    "val_every=10",
+    "--set",
+    "val_tasks=20",
+    "--set",
+    "test_tasks=50",
+    "--set",
+    "log_every=5",
+    "--set",
+    "checkpoint_every=10",
 ]
 
 

@@ -16,7 +16,7 @@ from tests.helpers import TINY, python_env
 
 
 def _db(store: str) -> Path:
-    return Path(store[len("sqlite:///"):])
+    return Path(store[len("sqlite:///") :])
 
 
 def _runs(store: str, benchmark: str = "sinusoid-5shot"):
@@ -72,8 +72,9 @@ def test_run_records_a_finished_run_with_final_metrics(store, capsys):
 
 def test_same_seed_same_numbers_different_seed_different_numbers(store):
     for seed in ("1", "1", "2"):
-        assert main(["run", "--method", "maml", "--seed", seed, *TINY,
-                     "--tracking-uri", store]) == 0
+        assert (
+            main(["run", "--method", "maml", "--seed", seed, *TINY, "--tracking-uri", store]) == 0
+        )
     _, runs = _runs(store)
     by_seed: dict[str, list[float]] = {}
     for run in runs:
@@ -85,8 +86,20 @@ def test_same_seed_same_numbers_different_seed_different_numbers(store):
 
 
 def test_diverging_run_fails_with_iteration(store, capsys):
-    code = main(["run", "--method", "maml", *TINY, "--set", "inner_lr=1e6",
-                 "--set", "inner_steps=5", "--tracking-uri", store])
+    code = main(
+        [
+            "run",
+            "--method",
+            "maml",
+            *TINY,
+            "--set",
+            "inner_lr=1e6",
+            "--set",
+            "inner_steps=5",
+            "--tracking-uri",
+            store,
+        ]
+    )
     assert code == 1
     _, (run,) = _runs(store)
     assert run.info.status == "FAILED"
@@ -133,12 +146,39 @@ def test_leaderboard_groups_seeds(store, capsys):
 
 
 def test_interrupted_run_is_killed_and_resumes_to_identical_numbers(store, tmp_path):
-    settings = ["--set", "iterations=3000", "--set", "checkpoint_every=200",
-                "--set", "val_every=500", "--set", "test_tasks=100", "--set", "log_every=100"]
-    command = [sys.executable, "-m", "benchmarks", "run", "--method", "fomaml", "--seed", "4",
-               *settings, "--tracking-uri", store]
-    proc = subprocess.Popen(command, cwd=tmp_path, env=python_env(), stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
+    settings = [
+        "--set",
+        "iterations=3000",
+        "--set",
+        "checkpoint_every=200",
+        "--set",
+        "val_every=500",
+        "--set",
+        "test_tasks=100",
+        "--set",
+        "log_every=100",
+    ]
+    command = [
+        sys.executable,
+        "-m",
+        "benchmarks",
+        "run",
+        "--method",
+        "fomaml",
+        "--seed",
+        "4",
+        *settings,
+        "--tracking-uri",
+        store,
+    ]
+    proc = subprocess.Popen(
+        command,
+        cwd=tmp_path,
+        env=python_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     artifacts = _db(store).parent / "artifacts" / "sinusoid-5shot"
     deadline = time.monotonic() + 120
     while not list(artifacts.glob("*/artifacts/checkpoints/last.pt")):
@@ -154,13 +194,26 @@ def test_interrupted_run_is_killed_and_resumes_to_identical_numbers(store, tmp_p
     assert logged, "metrics logged before the interruption are kept"
 
     resumed = subprocess.run(
-        [sys.executable, "-m", "benchmarks", "run", "--resume", killed.info.run_id,
-         "--tracking-uri", store], cwd=tmp_path, env=python_env(), capture_output=True,
-        text=True, timeout=240,
+        [
+            sys.executable,
+            "-m",
+            "benchmarks",
+            "run",
+            "--resume",
+            killed.info.run_id,
+            "--tracking-uri",
+            store,
+        ],
+        cwd=tmp_path,
+        env=python_env(),
+        capture_output=True,
+        text=True,
+        timeout=240,
     )
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
-    assert main(["run", "--method", "fomaml", "--seed", "4", *settings,
-                 "--tracking-uri", store]) == 0
+    assert (
+        main(["run", "--method", "fomaml", "--seed", "4", *settings, "--tracking-uri", store]) == 0
+    )
     _, runs = _runs(store)
     finals = {r.info.run_id: r for r in runs}
     again = finals[killed.info.run_id]
@@ -187,8 +240,12 @@ def test_shadowing_datasets_package_stops_with_clear_message(tmp_path):
     fake.mkdir(parents=True)
     (fake / "__init__.py").write_text("# someone else's datasets\n")
     result = subprocess.run(
-        [sys.executable, "-c", "import benchmarks"], capture_output=True, text=True,
-        cwd=tmp_path, env=python_env(PYTHONPATH=str(fake.parent)), timeout=60,
+        [sys.executable, "-c", "import benchmarks"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=python_env(PYTHONPATH=str(fake.parent)),
+        timeout=60,
     )
     assert result.returncode != 0
     assert "another distribution's 'datasets' package" in result.stderr

@@ -60,13 +60,20 @@ def test_first_order_equals_analytic_first_order_gradient():
     for sx, sy, qx, qy in zip(*batch, strict=True):
         fast = [p.detach().clone().requires_grad_() for p in net.parameters()]
         for _ in range(steps):
-            loss = F.mse_loss(torch.func.functional_call(net, dict(zip(
-                [n for n, _ in net.named_parameters()], fast, strict=True)), (sx,)), sy)
+            loss = F.mse_loss(
+                torch.func.functional_call(
+                    net, dict(zip([n for n, _ in net.named_parameters()], fast, strict=True)), (sx,)
+                ),
+                sy,
+            )
             grads = torch.autograd.grad(loss, fast)
-            fast = [(f - lr * g).detach().requires_grad_() for f, g in zip(fast, grads, strict=True)]
+            fast = [
+                (f - lr * g).detach().requires_grad_() for f, g in zip(fast, grads, strict=True)
+            ]
         names = [n for n, _ in net.named_parameters()]
-        qloss = F.mse_loss(torch.func.functional_call(net, dict(zip(names, fast, strict=True)),
-                                                      (qx,)), qy)
+        qloss = F.mse_loss(
+            torch.func.functional_call(net, dict(zip(names, fast, strict=True)), (qx,)), qy
+        )
         for acc, g in zip(expected, torch.autograd.grad(qloss, fast), strict=True):
             acc += g / batch.num_tasks
     for a, b in zip(ours, expected, strict=True):
@@ -76,16 +83,23 @@ def test_first_order_equals_analytic_first_order_gradient():
 def test_vmapped_meta_gradient_equals_per_task_loop():
     net, batch = _net(), _batch(5)
     modulation = LearnedRates(
-        {n: p.shape for n, p in net.named_parameters()}, gate="identity", scale=1.0,
-        init="constant", init_value=0.03,
+        {n: p.shape for n, p in net.named_parameters()},
+        gate="identity",
+        scale=1.0,
+        init="constant",
+        init_value=0.03,
     ).double()
     params = dict(net.named_parameters())
     loop = InnerLoop(net, modulation, "mse", list(params), first_order=False)
     wrt = list(params.values()) + list(modulation.parameters())
     vmapped = torch.autograd.grad(loop.batched_query_loss(params, {}, batch, 2).mean(), wrt)
-    looped_loss = sum(
-        loop.query_loss(params, {}, sx, sy, qx, qy, 2) for sx, sy, qx, qy in zip(*batch, strict=True)
-    ) / batch.num_tasks
+    looped_loss = (
+        sum(
+            loop.query_loss(params, {}, sx, sy, qx, qy, 2)
+            for sx, sy, qx, qy in zip(*batch, strict=True)
+        )
+        / batch.num_tasks
+    )
     looped = torch.autograd.grad(looped_loss, wrt)
     for a, b in zip(vmapped, looped, strict=True):
         torch.testing.assert_close(a, b, atol=1e-10, rtol=1e-8)
@@ -104,7 +118,7 @@ def test_sparse_maml_mask_gradient_is_thesis_eq_4_4():
     lr, steps = 0.1, 3
     names = [n for n, _ in net.named_parameters()]
     grads = _our_meta_grad(net, mask, batch, steps, first_order=True)
-    mask_grads = dict(zip(names, grads[len(names):], strict=True))
+    mask_grads = dict(zip(names, grads[len(names) :], strict=True))
 
     # Eq. 4.4 computed independently: m <- m + alpha * lr_m * E_tasks[g_out * sum_k g_in_k],
     # i.e. dL/dm = -alpha * E[g_out * sum_k g_in_k] with binary masks applied in the loop.
@@ -147,8 +161,9 @@ def test_masked_coordinates_never_move_in_the_inner_loop():
 
 @pytest.mark.parametrize("gate", ["binary", "relu"])
 def test_gates_are_straight_through(gate):
-    mod = LearnedRates({"w": torch.Size([4])}, gate=gate, scale=1.0, init="constant",
-                       init_value=-0.5)
+    mod = LearnedRates(
+        {"w": torch.Size([4])}, gate=gate, scale=1.0, init="constant", init_value=-0.5
+    )
     rate = mod.rate("w")
     assert torch.equal(rate.detach(), torch.zeros(4))
     rate.sum().backward()

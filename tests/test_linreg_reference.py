@@ -16,9 +16,16 @@ EVAL = {"queries": "20", "test_tasks": "10000", "val_tasks": "500", "eval_chunk"
 def test_maml_one_step_at_optimal_rate_matches_closed_form(input_range):
     eta, loss = LinRegConfig(input_range=input_range).build().one_step_gd_optimum()
     plan = plan_run(
-        "maml", "linreg-icl", seed=0,
-        overrides={"input_range": str(input_range), "iterations": "100", "val_every": "50",
-                   "inner_steps": "1", **EVAL},
+        "maml",
+        "linreg-icl",
+        seed=0,
+        overrides={
+            "input_range": str(input_range),
+            "iterations": "100",
+            "val_every": "50",
+            "inner_steps": "1",
+            **EVAL,
+        },
         device="cpu",
     )
     assert plan.method.inner_lr == pytest.approx(eta)  # the benchmark's default rate
@@ -31,17 +38,27 @@ def test_maml_one_step_at_optimal_rate_matches_closed_form(input_range):
 def test_metasgd_learns_the_optimal_scalar_rate():
     eta, _ = LinRegConfig(input_range=1.0).build().one_step_gd_optimum()
     plan = plan_run(
-        "metasgd", "linreg-icl", seed=0,
-        overrides={"rate_granularity": "scalar", "inner_lr": "1.0", "outer_lr": "0.01",
-                   "iterations": "1500", "val_every": "500", "meta_batch": "512", **EVAL},
+        "metasgd",
+        "linreg-icl",
+        seed=0,
+        overrides={
+            "rate_granularity": "scalar",
+            "inner_lr": "1.0",
+            "outer_lr": "0.01",
+            "iterations": "1500",
+            "val_every": "500",
+            "meta_batch": "512",
+            **EVAL,
+        },
         device="cpu",
     )
     recorder = MemoryRecorder()
     method = build_method(plan)
     from benchmarks.protocols import EpisodicProtocol
 
-    protocol = EpisodicProtocol(plan.protocol, plan.task.build(), plan.seed, recorder,
-                                method.device)
+    protocol = EpisodicProtocol(
+        plan.protocol, plan.task.build(), plan.seed, recorder, method.device
+    )
     protocol.run(method)
     learned = method.modulation.raw("head.weight").item()
     assert learned == pytest.approx(eta, rel=0.05)

@@ -17,8 +17,9 @@ def _blocks(lang: str) -> list[str]:
     return re.findall(rf"```{lang}\n(.*?)```", DOC.read_text(), flags=re.S)
 
 
-def make_distribution(site: Path, name: str, version: str, modules: dict[str, str],
-                      entry_points: str) -> None:
+def make_distribution(
+    site: Path, name: str, version: str, modules: dict[str, str], entry_points: str
+) -> None:
     """A real (if tiny) installed distribution: modules plus a .dist-info on ``site``."""
     site.mkdir(parents=True, exist_ok=True)
     for module, source in modules.items():
@@ -38,7 +39,10 @@ def plugin_site(tmp_path: Path) -> Path:
     assert entry, "the docs must show one entry-point line"
     site = tmp_path / "site"
     make_distribution(
-        site, "my-methods", "0.1", {"my_methods": example, "broken_methods": "import nope\n"},
+        site,
+        "my-methods",
+        "0.1",
+        {"my_methods": example, "broken_methods": "import nope\n"},
         "[mesabench.methods]\n"
         f"{entry.group(1)} = {entry.group(2)}\n"
         "broken = broken_methods:Broken\n",
@@ -55,8 +59,17 @@ def test_docs_example_runs_end_to_end_as_a_plugin(plugin_site, run_cli, tmp_path
     assert "plugin method 'broken' from my-methods 0.1 failed to load" in listed.stderr
     assert "ModuleNotFoundError" in listed.stderr
 
-    result = run_cli("run", "--method", "kernel_regression", *TINY, "--set", "bandwidth=0.5",
-                     "--tracking-uri", store, PYTHONPATH=str(plugin_site))
+    result = run_cli(
+        "run",
+        "--method",
+        "kernel_regression",
+        *TINY,
+        "--set",
+        "bandwidth=0.5",
+        "--tracking-uri",
+        store,
+        PYTHONPATH=str(plugin_site),
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     client = MlflowClient(store)
     experiment = client.get_experiment_by_name("sinusoid-5shot")
@@ -67,28 +80,40 @@ def test_docs_example_runs_end_to_end_as_a_plugin(plugin_site, run_cli, tmp_path
     assert run.data.metrics["final/test_loss"] < 10.0
 
     # A broken plugin does not stop the built-ins.
-    builtin = run_cli("run", "--method", "anil", *TINY, "--tracking-uri", store,
-                      PYTHONPATH=str(plugin_site))
+    builtin = run_cli(
+        "run", "--method", "anil", *TINY, "--tracking-uri", store, PYTHONPATH=str(plugin_site)
+    )
     assert builtin.returncode == 0, builtin.stderr
 
 
 def test_duplicate_name_is_an_error_naming_both_sources(plugin_site, tmp_path, run_cli):
     other = tmp_path / "other"
-    make_distribution(other, "copycat", "0.2", {"copycat": "from methods.maml import "
-                      "GradientMetaLearner as Copy\n"}, "[mesabench.methods]\nmaml = copycat:Copy\n")
-    result = run_cli("run", "--method", "maml", *TINY,
-                     PYTHONPATH=f"{plugin_site}:{other}", cwd=tmp_path)
+    make_distribution(
+        other,
+        "copycat",
+        "0.2",
+        {"copycat": "from methods.maml import GradientMetaLearner as Copy\n"},
+        "[mesabench.methods]\nmaml = copycat:Copy\n",
+    )
+    result = run_cli(
+        "run", "--method", "maml", *TINY, PYTHONPATH=f"{plugin_site}:{other}", cwd=tmp_path
+    )
     assert result.returncode == 2
     assert "method 'maml' is defined twice (built-in and copycat 0.2)" in result.stderr
     assert not (tmp_path / "runs").exists()
 
 
 def test_plugins_can_be_switched_off(plugin_site, run_cli, tmp_path):
-    result = run_cli("list", "methods", PYTHONPATH=str(plugin_site),
-                     MESABENCH_DISABLE_PLUGINS="1")
+    result = run_cli("list", "methods", PYTHONPATH=str(plugin_site), MESABENCH_DISABLE_PLUGINS="1")
     assert result.returncode == 0
     assert "kernel_regression" not in result.stdout and "broken" not in result.stderr
     assert "plugins disabled" in result.stdout
-    run = run_cli("run", "--method", "kernel_regression", PYTHONPATH=str(plugin_site),
-                  MESABENCH_DISABLE_PLUGINS="1", cwd=tmp_path)
+    run = run_cli(
+        "run",
+        "--method",
+        "kernel_regression",
+        PYTHONPATH=str(plugin_site),
+        MESABENCH_DISABLE_PLUGINS="1",
+        cwd=tmp_path,
+    )
     assert run.returncode == 2 and "unknown method 'kernel_regression'" in run.stderr
