@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
 import sys
 import traceback
@@ -17,6 +18,7 @@ from rich.console import Console
 from rich.table import Table
 
 from benchmarks.config import ConfigError
+from datasets.data_root import DATA_ENV
 from methods.registry import RegistryError
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_KILLED = 0, 1, 2, 130
@@ -52,6 +54,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--tracking-uri", default=None, help="MLflow tracking URI")
     run.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
     run.add_argument("--resume", metavar="RUN_ID", help="continue a killed run")
+    run.add_argument(
+        "--data-root", default=None, help="folder with real datasets (else $MESABENCH_DATA)"
+    )
 
     lst = sub.add_parser("list", help="list methods or benchmarks")
     lst.add_argument("what", choices=["methods", "benchmarks"])
@@ -155,6 +160,9 @@ def cmd_run(args, console: Console) -> int:
     from methods.registry import METHODS
 
     overrides = parse_overrides(args.overrides)
+    if args.data_root is not None:
+        # The loaders resolve data through datasets.data_root, which reads this first.
+        os.environ[DATA_ENV] = args.data_root
     _report_plugin_errors(console)
     if args.resume is None:
         if not args.method:

@@ -25,6 +25,22 @@ def sparsity_figure(history: list[tuple[int, dict[str, float]]]) -> Figure:
     return fig
 
 
+def learning_curve_figure(curves: dict[str, list[tuple[int, float]]]) -> Figure:
+    """Training and validation loss over meta-training (log scale)."""
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for name, points in curves.items():
+        if points:
+            steps, values = zip(*points, strict=True)
+            ax.plot(steps, values, label=name, marker="o" if name.startswith("val") else None)
+    ax.set_xlabel("iteration")
+    ax.set_ylabel("loss")
+    ax.set_yscale("log")
+    ax.legend()
+    ax.set_title("Meta-training")
+    fig.tight_layout()
+    return fig
+
+
 def sparsity_table(final: dict[str, float]) -> str:
     """CSV of the final sparsity of each tensor, in network order (input to output)."""
     rows = ["tensor,depth,sparsity"]

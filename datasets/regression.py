@@ -12,7 +12,7 @@ from datasets.tasks import Problem, TaskBatch
 
 
 def _uniform(low: float, high: float, shape: tuple[int, ...], g: torch.Generator) -> torch.Tensor:
-    return low + (high - low) * torch.rand(shape, generator=g)
+    return low + (high - low) * torch.rand(shape, generator=g, device=g.device)
 
 
 @dataclass(frozen=True)
@@ -80,13 +80,15 @@ class LinRegTasks:
 
     def sample(self, num_tasks: int, generator: torch.Generator) -> TaskBatch:
         c = self.config
-        w = c.teacher_scale * torch.randn((num_tasks, c.dim, 1), generator=generator)
+        w = c.teacher_scale * torch.randn(
+            (num_tasks, c.dim, 1), generator=generator, device=generator.device
+        )
         x = _uniform(
             -c.input_range, c.input_range, (num_tasks, c.shots + c.queries, c.dim), generator
         )
         y = x @ w
         if c.noise > 0:
-            y = y + c.noise * torch.randn(y.shape, generator=generator)
+            y = y + c.noise * torch.randn(y.shape, generator=generator, device=y.device)
         return TaskBatch(x[:, : c.shots], y[:, : c.shots], x[:, c.shots :], y[:, c.shots :])
 
     def one_step_gd_optimum(self) -> tuple[float, float]:

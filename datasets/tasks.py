@@ -58,11 +58,13 @@ class TaskSource(Protocol):
     def method_defaults(self) -> dict[str, object]: ...
 
 
-def seeded_generator(*keys: int) -> torch.Generator:
-    """A CPU generator whose seed depends only on ``keys`` (e.g. seed and iteration)."""
+def seeded_generator(*keys: int, device: torch.device | str = "cpu") -> torch.Generator:
+    """A generator on ``device`` whose seed depends only on ``keys`` (e.g. seed, iteration).
+
+    Task sources draw on the generator's device, so tasks are generated where they are used.
+    """
     seed = 0
     for key in keys:
-        # A simple, stable mix (Python's hash() is salted per process for str, not int,
-        # but we keep it explicit so the stream never depends on the interpreter).
+        # An explicit, stable mix: the stream must never depend on the interpreter.
         seed = (seed * 1_000_003 + int(key)) % (2**63 - 1)
-    return torch.Generator().manual_seed(seed)
+    return torch.Generator(device=device).manual_seed(seed)

@@ -36,7 +36,7 @@ class MAMLConfig:
     modulation: Literal["fixed", "learned_rates", "binary_mask", "relu_rates"] = "fixed"
     rate_granularity: Literal["element", "tensor", "scalar"] = "element"
     mask_init: float = param(
-        0.01, min=0.0, help="half-width of the mean-centred mask/rate initialisation"
+        0.5, min=0.0, help="half-width of the mean-centred uniform mask initialisation"
     )
     outer_lr: float = param(1e-3, min=0.0)
     modulation_lr: float | None = param(None, min=0.0, help="lr of masks/rates (None: outer_lr)")
@@ -60,6 +60,7 @@ def build_modulation(config: MAMLConfig, shapes: dict[str, torch.Size]) -> Gradi
             granularity=config.rate_granularity,
         )
     if config.modulation == "binary_mask":  # sparse-MAML: inner_lr * 1[m >= 0]
+        # m ~ U(-0.5, 0.5) as in the public code's bias masks: about half start gated off.
         return LearnedRates(
             shapes,
             gate="binary",
@@ -68,14 +69,15 @@ def build_modulation(config: MAMLConfig, shapes: dict[str, torch.Size]) -> Gradi
             init_value=config.mask_init,
             granularity=config.rate_granularity,
         )
-    # sparse-ReLU-MAML: rates relu(m), m centred on zero with half-width 2 * inner_lr, so that
-    # about half the rates start at zero and the others average inner_lr.
+    # sparse-ReLU-MAML: rates inner_lr * relu(m) with m ~ U(-2, 2): about half start at zero
+    # and the others average inner_lr, while m lives on the same O(1) scale as the binary
+    # masks, so the same mask learning rate suits both.
     return LearnedRates(
         shapes,
         gate="relu",
-        scale=1.0,
+        scale=config.inner_lr,
         init="centred",
-        init_value=2 * config.inner_lr,
+        init_value=2.0,
         granularity=config.rate_granularity,
     )
 

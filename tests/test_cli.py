@@ -67,7 +67,12 @@ def test_run_records_a_finished_run_with_final_metrics(store, capsys):
     assert 0.0 <= metrics["final/sparsity/overall"] <= 1.0
     assert len(client.get_metric_history(run.info.run_id, "sparsity/0.weight")) == 4
     artifacts = {a.path for a in client.list_artifacts(run.info.run_id)}
-    assert {"config.json", "sparsity.png", "sparsity_per_tensor.csv"} <= artifacts
+    assert {
+        "config.json",
+        "sparsity.png",
+        "sparsity_per_tensor.csv",
+        "learning_curve.png",
+    } <= artifacts
 
 
 def test_same_seed_same_numbers_different_seed_different_numbers(store):
@@ -250,3 +255,12 @@ def test_shadowing_datasets_package_stops_with_clear_message(tmp_path):
     assert result.returncode != 0
     assert "another distribution's 'datasets' package" in result.stderr
     assert str(fake) in result.stderr
+
+
+def test_gpu_request_without_gpu_is_bad_input(store, capsys, monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert main(["run", "--method", "maml", "--device", "cuda", "--tracking-uri", store]) == 2
+    assert "no CUDA device is available" in capsys.readouterr().err
+    assert not _db(store).exists()

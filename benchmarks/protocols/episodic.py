@@ -88,11 +88,12 @@ class EpisodicProtocol:
     # -- evaluation ---------------------------------------------------------------------
     def _tasks(self, role: int, seed: int, count: int):
         for block in range(math.ceil(count / TASK_BLOCK)):
-            batch = self.source.sample(TASK_BLOCK, seeded_generator(role, seed, block))
+            generator = seeded_generator(role, seed, block, device=self.device)
+            batch = self.source.sample(TASK_BLOCK, generator)
             take = min(TASK_BLOCK, count - block * TASK_BLOCK)
             for start in range(0, take, self.config.eval_chunk):
                 stop = min(take, start + self.config.eval_chunk)
-                yield batch.slice(start, stop).to(self.device)
+                yield batch.slice(start, stop)
 
     def evaluate(
         self, method: Method, role: int, seed: int, count: int, steps: tuple[int, ...]
@@ -133,12 +134,14 @@ class EpisodicProtocol:
         c = self.config
         start, best, elapsed = 0, _Best(), 0.0
         sparsity_history: list[tuple[int, dict[str, float]]] = []
+        curves: dict[str, list[tuple[int, float]]] = {"train/loss": [], "val/loss": []}
         if checkpoint is not None:
             method.load_state_dict(checkpoint["method"])
             start = checkpoint["iteration"]
             best = _Best(**checkpoint["best"])
             elapsed = checkpoint["elapsed"]
             sparsity_history = checkpoint["sparsity_history"]
+            curves = checkpoint["curves"]
             torch.set_rng_state(checkpoint["torch_rng"])
         began = time.perf_counter() - elapsed
 
@@ -149,18 +152,20 @@ class EpisodicProtocol:
                 "best": vars(best).copy(),
                 "elapsed": time.perf_counter() - began,
                 "sparsity_history": list(sparsity_history),
+                "curves": copy.deepcopy(curves),
                 "torch_rng": torch.get_rng_state(),
             }
 
         for it in range(start, c.iterations):
-            batch = self.source.sample(c.meta_batch, seeded_generator(TRAIN, self.seed, it))
-            metrics = method.meta_train_step(batch.to(self.device))
+            generator = seeded_generator(TRAIN, self.seed, it, device=self.device)
+            metrics = method.meta_train_step(self.source.sample(c.meta_batch, generator))
             loss = metrics["loss"]
             if not math.isfinite(loss):
                 raise DivergenceError(f"diverged at iteration {it}: training loss is {loss}")
             done = it + 1
             if done % c.log_every == 0 or done == c.iterations:
                 logged = {f"train/{k}": v for k, v in metrics.items()}
+                curves["train/loss"].append((done, loss))
                 sparsity = method.sparsity()
                 if sparsity:
                     sparsity_history.append((done, sparsity))
@@ -170,6 +175,7 @@ class EpisodicProtocol:
             if done % c.val_every == 0 or done == c.iterations:
                 score, val_metrics = self.validate(method)
                 self.recorder.log_metrics(val_metrics, step=done)
+                curves["val/loss"].append((done, val_metrics["val/loss"]))
                 if score <= best.score:
                     best = _Best(score, done, copy.deepcopy(method.state_dict()))
             if done % c.checkpoint_every == 0 and done < c.iterations:
@@ -189,9 +195,11 @@ class EpisodicProtocol:
             final.update({f"final/sparsity/{k}": v for k, v in final_sparsity.items()})
             final["final/sparsity/overall"] = overall_sparsity(method, final_sparsity)
         self.recorder.log_metrics(final, step=c.iterations)
-        if sparsity_history:
-            from benchmarks.plots import sparsity_figure, sparsity_table
+        from benchmarks.plots import learning_curve_figure, sparsity_figure, sparsity_table
 
+        if curves["train/loss"]:
+            self.recorder.log_figure(learning_curve_figure(curves), "learning_curve.png")
+        if sparsity_history:
             self.recorder.log_figure(sparsity_figure(sparsity_history), "sparsity.png")
             self.recorder.log_text(sparsity_table(final_sparsity), "sparsity_per_tensor.csv")
         return final
