@@ -121,20 +121,20 @@ def cmd_list(args, console: Console) -> int:
 def cmd_show(args, console: Console) -> int:
     import json
 
-    from benchmarks.config import as_dict
+    from benchmarks.config import apply_overrides, as_dict
     from benchmarks.runner import benchmark_spec, plan_run
+    from benchmarks.specs import resolve_sections
 
     spec = benchmark_spec(args.benchmark)
-    if args.method is None and not args.overrides:
-        console.print_json(spec.describe())
-        return EXIT_OK
-    plan = plan_run(
-        args.method or "maml", args.benchmark, 0, parse_overrides(args.overrides), device="cpu"
-    )
+    overrides = parse_overrides(args.overrides)
     body = json.loads(spec.describe())
-    body["task"], body["protocol"] = as_dict(plan.task), as_dict(plan.protocol)
-    if args.method:
+    if args.method is None:
+        sections = apply_overrides(resolve_sections(spec), overrides)
+    else:
+        plan = plan_run(args.method, args.benchmark, 0, overrides, device="cpu")
+        sections = plan.sections()
         body["method"] = {"name": plan.method_name, **as_dict(plan.method)}
+    body["task"], body["protocol"] = as_dict(sections["task"]), as_dict(sections["protocol"])
     console.print_json(json.dumps(body, default=str))
     return EXIT_OK
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import inspect
 import os
+from collections.abc import Callable
 from importlib.metadata import EntryPoint, entry_points
 
 from methods.api import Method
@@ -41,6 +42,28 @@ def _first_line(obj: object) -> str:
     return doc.splitlines()[0] if doc else ""
 
 
+def _method_entry(obj: object, name: str) -> MethodEntry:
+    if isinstance(obj, MethodEntry):
+        return obj
+    if inspect.isclass(obj) and issubclass(obj, Method):
+        return MethodEntry(obj)
+    raise TypeError(f"entry point {name!r} is not a mesabench Method subclass")
+
+
+def _load_group(group: str, kind: str, register: Callable[[str, object, str], None]) -> None:
+    for ep in entry_points(group=group):
+        source = _source(ep)
+        try:
+            register(ep.name, ep.load(), source)
+        except RegistryError as err:
+            PLUGIN_ERRORS.append(f"plugin {kind} {ep.name!r}: {err}")
+        except Exception as err:  # a broken plugin must not take the suite down
+            PLUGIN_ERRORS.append(
+                f"plugin {kind} {ep.name!r} from {source} failed to load: "
+                f"{type(err).__name__}: {err}"
+            )
+
+
 def load_plugins() -> list[str]:
     """Register every plugin once; returns the list of plugin errors."""
     global _loaded
@@ -50,36 +73,15 @@ def load_plugins() -> list[str]:
     _loaded = True
     from benchmarks.specs import BenchmarkSpec, register_benchmark
 
-    for ep in entry_points(group=METHOD_GROUP):
-        source = _source(ep)
-        try:
-            obj = ep.load()
-            if isinstance(obj, MethodEntry):
-                entry = obj
-            elif inspect.isclass(obj) and issubclass(obj, Method):
-                entry = MethodEntry(obj)
-            else:
-                raise TypeError(f"{ep.value} is not a mesabench Method subclass")
-            METHODS.add(ep.name, entry, source, _first_line(entry.cls))
-        except RegistryError as err:
-            PLUGIN_ERRORS.append(f"plugin method {ep.name!r}: {err}")
-        except Exception as err:  # a broken plugin must not take the suite down
-            PLUGIN_ERRORS.append(
-                f"plugin method {ep.name!r} from {source} failed to load: "
-                f"{type(err).__name__}: {err}"
-            )
-    for ep in entry_points(group=BENCHMARK_GROUP):
-        source = _source(ep)
-        try:
-            spec = ep.load()
-            if not isinstance(spec, BenchmarkSpec):
-                raise TypeError(f"{ep.value} is not a BenchmarkSpec")
-            register_benchmark(spec, source)
-        except RegistryError as err:
-            PLUGIN_ERRORS.append(f"plugin benchmark {ep.name!r}: {err}")
-        except Exception as err:
-            PLUGIN_ERRORS.append(
-                f"plugin benchmark {ep.name!r} from {source} failed to load: "
-                f"{type(err).__name__}: {err}"
-            )
+    def add_method(name: str, obj: object, source: str) -> None:
+        entry = _method_entry(obj, name)
+        METHODS.add(name, entry, source, _first_line(entry.cls))
+
+    def add_benchmark(name: str, obj: object, source: str) -> None:
+        if not isinstance(obj, BenchmarkSpec):
+            raise TypeError(f"entry point {name!r} is not a BenchmarkSpec")
+        register_benchmark(obj, source)
+
+    _load_group(METHOD_GROUP, "method", add_method)
+    _load_group(BENCHMARK_GROUP, "benchmark", add_benchmark)
     return PLUGIN_ERRORS

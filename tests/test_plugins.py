@@ -11,6 +11,18 @@ from mlflow.tracking import MlflowClient
 from tests.helpers import ROOT, TINY
 
 DOC = ROOT / "docs" / "writing-a-method.md"
+PLUGIN_BENCHMARK = """
+from benchmarks.protocols import EpisodicConfig
+from benchmarks.specs import BenchmarkSpec
+from datasets.regression import SinusoidConfig
+
+WIDE = BenchmarkSpec(
+    name="sinusoid-wide",
+    description="sinusoids on a twice wider input range",
+    task=SinusoidConfig(input_range=(-10.0, 10.0)),
+    protocol=EpisodicConfig(iterations=20, val_every=10, val_tasks=20, test_tasks=50),
+)
+"""
 
 
 def _blocks(lang: str) -> list[str]:
@@ -42,10 +54,16 @@ def plugin_site(tmp_path: Path) -> Path:
         site,
         "my-methods",
         "0.1",
-        {"my_methods": example, "broken_methods": "import nope\n"},
+        {
+            "my_methods": example,
+            "broken_methods": "import nope\n",
+            "my_benchmarks": PLUGIN_BENCHMARK,
+        },
         "[mesabench.methods]\n"
         f"{entry.group(1)} = {entry.group(2)}\n"
-        "broken = broken_methods:Broken\n",
+        "broken = broken_methods:Broken\n"
+        "[mesabench.benchmarks]\n"
+        "sinusoid-wide = my_benchmarks:WIDE\n",
     )
     return site
 
@@ -78,6 +96,20 @@ def test_docs_example_runs_end_to_end_as_a_plugin(plugin_site, run_cli, tmp_path
     assert run.data.tags["mesabench.method_source"] == "my-methods 0.1"
     assert run.data.params["method.bandwidth"] == "0.5"
     assert run.data.metrics["final/test_loss"] < 10.0
+
+    # A plugin benchmark, run by a built-in method.
+    wide = run_cli(
+        "run",
+        "--method",
+        "fomaml",
+        "--benchmark",
+        "sinusoid-wide",
+        "--tracking-uri",
+        store,
+        PYTHONPATH=str(plugin_site),
+    )
+    assert wide.returncode == 0, wide.stdout + wide.stderr
+    assert client.get_experiment_by_name("sinusoid-wide") is not None
 
     # A broken plugin does not stop the built-ins.
     builtin = run_cli(

@@ -1,0 +1,39 @@
+"""Long checks (pytest -m slow): default budgets learn what the papers say they learn."""
+
+from __future__ import annotations
+
+import pytest
+
+from benchmarks.recording import MemoryRecorder
+from benchmarks.runner import execute, plan_run
+
+pytestmark = pytest.mark.slow
+
+
+def _final(method: str, benchmark: str, **overrides: str) -> dict[str, float]:
+    plan = plan_run(method, benchmark, seed=0, overrides=overrides, device="cpu")
+    return execute(plan, MemoryRecorder())
+
+
+def test_maml_beats_both_baselines_on_sinusoid_with_the_default_budget():
+    maml = _final("maml", "sinusoid-5shot")
+    frozen = _final("no_adaptation", "sinusoid-5shot")
+    finetune = _final("finetune", "sinusoid-5shot")
+    assert maml["final/test_loss_steps10"] < 0.8
+    assert frozen["final/test_loss"] > 2.0  # joint training learns ~the mean function
+    assert maml["final/test_loss_steps10"] < 0.5 * finetune["final/test_loss_steps10"]
+
+
+def test_sparse_maml_learns_and_gates_off_part_of_the_gradient():
+    final = _final("sparse_maml", "sinusoid-5shot")
+    assert final["final/test_loss_steps10"] < 0.8
+    assert 0.2 < final["final/sparsity/overall"] < 0.95
+
+
+def test_metasgd_beats_fixed_rate_gd_on_linreg_default_budget():
+    metasgd = _final("metasgd", "linreg-icl")
+    maml = _final("maml", "linreg-icl")
+    # With per-element rates Meta-SGD can precondition the step; it must not be worse than
+    # the optimal scalar rate (0.825) beyond sampling error.
+    assert metasgd["final/test_loss"] <= maml["final/test_loss"] * 1.02
+    assert maml["final/test_loss"] == pytest.approx(0.825, rel=0.03)
