@@ -6,6 +6,7 @@ runs count; failed and killed runs are counted separately.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from rich.table import Table
@@ -65,12 +66,14 @@ def leaderboard_rows(tracker, benchmark: str, metric: str | None = None):
         metric, higher = primary_metric(names)
     else:
         higher = "accuracy" in metric
-    ordered = sorted(
-        rows.values(),
-        key=lambda r: (
-            (r.stat(metric)[0] * (-1 if higher else 1)) if metric in r.metrics else float("inf")
-        ),
-    )
+
+    def rank_key(row: LeaderboardRow) -> float:
+        mean = row.stat(metric)[0]
+        if not math.isfinite(mean):
+            return math.inf  # missing or diverged: last
+        return -mean if higher else mean
+
+    ordered = sorted(rows.values(), key=rank_key)
     return ordered, metric, excluded
 
 

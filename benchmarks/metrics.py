@@ -9,9 +9,14 @@ import torch
 
 
 def mean_ci95(values: torch.Tensor | Sequence[float]) -> tuple[float, float]:
-    """Mean and half-width of the normal-approximation 95% confidence interval."""
+    """Mean and half-width of the normal-approximation 95% confidence interval.
+
+    NaN for both if any value is not finite (a diverged task has no meaningful loss).
+    """
     t = torch.as_tensor(values, dtype=torch.float64).flatten()
     if t.numel() == 0:
+        return math.nan, math.nan
+    if not torch.isfinite(t).all():
         return math.nan, math.nan
     if t.numel() == 1:
         return t.item(), 0.0

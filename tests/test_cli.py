@@ -264,3 +264,19 @@ def test_gpu_request_without_gpu_is_bad_input(store, capsys, monkeypatch):
     assert main(["run", "--method", "maml", "--device", "cuda", "--tracking-uri", store]) == 2
     assert "no CUDA device is available" in capsys.readouterr().err
     assert not _db(store).exists()
+
+
+def test_tasks_that_diverge_at_test_time_are_counted_not_hidden():
+    import math
+
+    from benchmarks.recording import MemoryRecorder
+    from benchmarks.runner import execute, plan_run
+
+    plan = plan_run(
+        "maml",
+        overrides={"iterations": "0", "inner_lr": "50", "eval_steps": "1,30", "test_tasks": "100"},
+        device="cpu",
+    )
+    final = execute(plan, MemoryRecorder())
+    assert final["final/test_loss_steps30_diverged_fraction"] > 0
+    assert math.isnan(final["final/test_loss"]) and math.isnan(final["final/test_loss_ci95"])

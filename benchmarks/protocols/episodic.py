@@ -176,7 +176,7 @@ class EpisodicProtocol:
                 score, val_metrics = self.validate(method)
                 self.recorder.log_metrics(val_metrics, step=done)
                 curves["val/loss"].append((done, val_metrics["val/loss"]))
-                if score <= best.score:
+                if math.isfinite(score) and score <= best.score:
                     best = _Best(score, done, copy.deepcopy(method.state_dict()))
             if done % c.checkpoint_every == 0 and done < c.iterations:
                 self.recorder.save_checkpoint(snapshot(done))
@@ -214,6 +214,10 @@ class EpisodicProtocol:
                 if method.uses_inner_steps:
                     final[f"final/test_{name}_steps{steps}"] = mean
                     final[f"final/test_{name}_steps{steps}_ci95"] = ci
+                diverged = 1.0 - torch.isfinite(values).double().mean().item()
+                if diverged > 0:
+                    # The mean is NaN then; say how many tasks blew up rather than hide it.
+                    final[f"final/test_{name}_steps{steps}_diverged_fraction"] = diverged
         primary = results[c.eval_steps[-1]]
         for name, values in primary.items():
             mean, ci = mean_ci95(values)
