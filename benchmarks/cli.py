@@ -51,6 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="KEY=VALUE",
         help="override a method, task or protocol setting (repeatable)",
     )
+    run.add_argument("--preset", default=None, help="a named override set of the benchmark")
     run.add_argument("--tracking-uri", default=None, help="MLflow tracking URI")
     run.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
     run.add_argument("--resume", metavar="RUN_ID", help="continue a killed run")
@@ -169,8 +170,14 @@ def cmd_run(args, console: Console) -> int:
             raise UsageError("run needs --method (or --resume RUN_ID)")
         # All validation happens here, before the store is touched.
         plan = plan_run(
-            args.method, args.benchmark or DEFAULT_BENCHMARK, args.seed, overrides, args.device
+            args.method,
+            args.benchmark or DEFAULT_BENCHMARK,
+            args.seed,
+            overrides,
+            args.device,
+            preset=args.preset,
         )
+        prepare_data(plan)
         tracker = MlflowTracker(args.tracking_uri)
         run_id = tracker.start(plan, METHODS.get(plan.method_name).source)
         checkpoint = None
@@ -183,6 +190,7 @@ def cmd_run(args, console: Console) -> int:
         except Exception as err:  # unknown run id, missing config artifact
             raise UsageError(f"cannot resume run {args.resume!r}: {err}") from None
         plan = plan_from_dict(body)
+        prepare_data(plan)
         run_id = args.resume
         checkpoint = tracker.load_checkpoint()
         start = 0 if checkpoint is None else checkpoint["iteration"]
@@ -214,6 +222,18 @@ def cmd_run(args, console: Console) -> int:
     console.print(_final_table(final))
     console.print(f"MLflow run id: [bold]{run_id}[/] (store: {tracker.uri})")
     return EXIT_OK
+
+
+def prepare_data(plan) -> None:
+    """Load the benchmark's data before anything is recorded; missing or malformed data is
+    bad input (exit 2) with a message saying where we looked and what to do."""
+    from datasets.data_root import DataNotFoundError
+    from datasets.images import DatasetFormatError
+
+    try:
+        plan.task.build().prepare()
+    except (DataNotFoundError, DatasetFormatError) as err:
+        raise UsageError(str(err)) from None
 
 
 def cmd_leaderboard(args, console: Console) -> int:

@@ -41,6 +41,25 @@ def learning_curve_figure(curves: dict[str, list[tuple[int, float]]]) -> Figure:
     return fig
 
 
+def sparsity_by_depth_figure(final: dict[str, float]) -> Figure:
+    """Final gradient sparsity of each tensor in network order, input to output (as in the
+    thesis' figure 4.1, centre): weights and the other tensors as two series."""
+    fig, ax = plt.subplots(figsize=(7, 4))
+    names = list(final)
+    depth = range(len(names))
+    weights = [i for i, n in enumerate(names) if n.endswith("weight") and "bn" not in n]
+    others = [i for i in depth if i not in weights]
+    ax.bar([i for i in weights], [final[names[i]] for i in weights], label="weights")
+    ax.bar([i for i in others], [final[names[i]] for i in others], label="biases / norms")
+    ax.set_xticks(list(depth), names, rotation=45, ha="right", fontsize="small")
+    ax.set_ylabel("gradient sparsity")
+    ax.set_ylim(0, 1.02)
+    ax.set_title("Sparsity vs layer depth (input -> output)")
+    ax.legend()
+    fig.tight_layout()
+    return fig
+
+
 def sparsity_table(final: dict[str, float]) -> str:
     """CSV of the final sparsity of each tensor, in network order (input to output)."""
     rows = ["tensor,depth,sparsity"]

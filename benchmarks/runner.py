@@ -115,8 +115,12 @@ def plan_run(
     seed: int = 0,
     overrides: dict[str, str] | None = None,
     device: str = "auto",
+    preset: str | None = None,
 ) -> RunPlan:
-    """Resolve and validate a run; raises ConfigError / RegistryError on bad input."""
+    """Resolve and validate a run; raises ConfigError / RegistryError on bad input.
+
+    ``preset`` names one of the benchmark's override sets; explicit ``overrides`` win.
+    """
     entry = method_entry(method)
     spec = benchmark_spec(benchmark)
     if spec.protocol_name not in entry.cls.protocols:
@@ -127,7 +131,10 @@ def plan_run(
     if seed < 0:
         raise ConfigError(f"seed must be >= 0 (got {seed})")
     sections = resolve_sections(spec)
-    overrides = overrides or {}
+    if preset is not None and preset not in spec.presets:
+        allowed = ", ".join(sorted(spec.presets)) or "none"
+        raise ConfigError(f"unknown preset {preset!r} for {benchmark}; allowed: {allowed}")
+    overrides = {**(spec.presets[preset] if preset else {}), **(overrides or {})}
     # Resolve twice: the first pass finds the user's task settings, from which the task
     # source derives its method defaults (e.g. linreg's optimal rate for the chosen range).
     first = apply_overrides(

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import torch
 
 from benchmarks.config import ConfigError, param
-from datasets.tasks import Problem, TaskBatch
+from datasets.tasks import Problem, Split, TaskBatch
 
 
 def _uniform(low: float, high: float, shape: tuple[int, ...], g: torch.Generator) -> torch.Tensor:
@@ -38,17 +38,24 @@ class SinusoidConfig:
 class SinusoidTasks:
     """The MAML sinusoid family; loss is the mean squared error."""
 
+    task_block = 100
+
     def __init__(self, config: SinusoidConfig):
         self.config = config
         self.problem = Problem(input_shape=(1,), output_dim=1, loss="mse", network="mlp")
 
-    def sample(self, num_tasks: int, generator: torch.Generator) -> TaskBatch:
+    def sample(
+        self, num_tasks: int, generator: torch.Generator, split: Split = "train"
+    ) -> TaskBatch:
         c = self.config
         amp = _uniform(*c.amplitude, (num_tasks, 1, 1), generator)
         phase = _uniform(*c.phase, (num_tasks, 1, 1), generator)
         x = _uniform(*c.input_range, (num_tasks, c.shots + c.queries, 1), generator)
         y = amp * torch.sin(x - phase)
         return TaskBatch(x[:, : c.shots], y[:, : c.shots], x[:, c.shots :], y[:, c.shots :])
+
+    def prepare(self) -> None:
+        """Synthetic: nothing to load."""
 
     def method_defaults(self) -> dict[str, object]:
         return {}
@@ -72,13 +79,17 @@ class LinRegConfig:
 class LinRegTasks:
     """In-context linear regression (von Oswald et al. 2023); loss is 0.5 * squared error."""
 
+    task_block = 100
+
     def __init__(self, config: LinRegConfig):
         self.config = config
         self.problem = Problem(
             input_shape=(config.dim,), output_dim=1, loss="half_mse", network="linear"
         )
 
-    def sample(self, num_tasks: int, generator: torch.Generator) -> TaskBatch:
+    def sample(
+        self, num_tasks: int, generator: torch.Generator, split: Split = "train"
+    ) -> TaskBatch:
         c = self.config
         w = c.teacher_scale * torch.randn(
             (num_tasks, c.dim, 1), generator=generator, device=generator.device
@@ -104,6 +115,9 @@ class LinRegTasks:
         eta = n / (x_var * (n + d + kurtosis - 2))
         loss = 0.5 * d * s2 * (d + kurtosis - 2) / (n + d + kurtosis - 2)
         return eta, loss
+
+    def prepare(self) -> None:
+        """Synthetic: nothing to load."""
 
     def method_defaults(self) -> dict[str, object]:
         # Gradient learners start from the optimal one-step rate, so that MAML's inner step

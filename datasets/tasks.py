@@ -9,6 +9,7 @@ import torch
 from torch import Tensor
 
 LossKind = Literal["mse", "half_mse", "cross_entropy"]
+Split = Literal["train", "val", "test"]
 
 
 @dataclass(frozen=True)
@@ -49,11 +50,22 @@ class Problem:
 
 
 class TaskSource(Protocol):
-    """Anything that samples task batches reproducibly from a generator."""
+    """Anything that samples task batches reproducibly from a generator.
+
+    ``split`` names the pool the tasks come from: meta-training, meta-validation or
+    meta-test classes for image benchmarks; synthetic families draw every split alike.
+    """
 
     problem: Problem
+    #: Evaluation tasks are drawn this many at a time (fixed per source: part of the test set).
+    task_block: int
 
-    def sample(self, num_tasks: int, generator: torch.Generator) -> TaskBatch: ...
+    def sample(
+        self, num_tasks: int, generator: torch.Generator, split: Split = "train"
+    ) -> TaskBatch: ...
+
+    def prepare(self) -> None:
+        """Load and check any data the source needs (raises with what to do if missing)."""
 
     def method_defaults(self) -> dict[str, object]: ...
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
+import torch
 from torch import Tensor, nn
 from torch.func import functional_call, grad, vmap
 
@@ -35,12 +36,16 @@ class InnerLoop:
         loss: LossKind,
         adapted: Collection[str],
         first_order: bool = False,
+        vectorize: bool = True,
     ):
         self.network = network
         self.modulation = modulation
         self.loss = loss
         self.adapted = list(adapted)
         self.first_order = first_order
+        # vmap over tasks, or a Python loop over the same single-task function. vmap wins for
+        # small networks; on a CPU, per-task convolutions stay in cache and a loop is faster.
+        self.vectorize = vectorize
 
     def forward(self, params: Params, buffers: Params, x: Tensor) -> Tensor:
         return functional_call(self.network, (params, buffers), (x,))
@@ -82,13 +87,18 @@ class InnerLoop:
         """Predictions on one task's queries after adaptation."""
         return self.forward(self.adapt(params, buffers, sx, sy, steps), buffers, qx)
 
+    def _over_tasks(self, fn, params: Params, buffers: Params, tasks: tuple, steps: int):
+        if self.vectorize:
+            in_dims = (None, None, *([0] * len(tasks)), None)
+            return vmap(fn, in_dims=in_dims)(params, buffers, *tasks, steps)
+        return torch.stack([fn(params, buffers, *task, steps) for task in zip(*tasks, strict=True)])
+
     def batched_query_loss(self, params: Params, buffers: Params, batch: TaskBatch, steps: int):
-        """Per-task query losses ``[T]``, vectorised over the task batch."""
-        fn = vmap(self.query_loss, in_dims=(None, None, 0, 0, 0, 0, None))
-        return fn(params, buffers, *batch, steps)
+        """Per-task query losses ``[T]`` over the task batch."""
+        return self._over_tasks(self.query_loss, params, buffers, tuple(batch), steps)
 
     def batched_predict(
         self, params: Params, buffers: Params, sx: Tensor, sy: Tensor, qx: Tensor, steps: int
     ) -> Tensor:
-        fn = vmap(self.predict, in_dims=(None, None, 0, 0, 0, None))
-        return fn(params, buffers, sx, sy, qx, steps)
+        """Query predictions ``[T, Q, out]`` after adapting to each task's support set."""
+        return self._over_tasks(self.predict, params, buffers, (sx, sy, qx), steps)

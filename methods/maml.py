@@ -26,8 +26,9 @@ from methods.registry import register_method
 class MAMLConfig:
     """Settings shared by every gradient-based meta-learner."""
 
-    network: Literal["default", "mlp", "linear"] = "default"
+    network: Literal["default", "mlp", "linear", "conv4"] = "default"
     hidden: tuple[int, ...] = param((40, 40), min=1, help="hidden widths of the MLP")
+    channels: int = param(64, min=1, help="channels of each Conv-4 block")
     inner_lr: float = param(0.01, min=0.0, help="inner-loop rate (scale of masks/rates)")
     inner_steps: int = param(1, min=0, help="inner steps during meta-training")
     test_inner_steps: int = param(10, min=0, help="inner steps when predict() is not told")
@@ -41,6 +42,9 @@ class MAMLConfig:
     outer_lr: float = param(1e-3, min=0.0)
     modulation_lr: float | None = param(None, min=0.0, help="lr of masks/rates (None: outer_lr)")
     grad_clip: float = param(0.0, min=0.0, help="global-norm clip of outer gradients (0: off)")
+    task_batching: Literal["auto", "vmap", "loop"] = param(
+        "auto", help="vmap over tasks, or loop; auto: loop for Conv-4 on a CPU, else vmap"
+    )
 
     def check(self) -> None:
         if self.modulation != "fixed" and self.adapt == "none":
@@ -92,7 +96,7 @@ class GradientMetaLearner(Method):
     def __init__(self, config: MAMLConfig, problem: Problem, device: torch.device):
         super().__init__(config, problem, device)
         name = problem.network if config.network == "default" else config.network
-        self.network = build_network(name, problem, config.hidden).to(device)
+        self.network = build_network(name, problem, config.hidden, config.channels).to(device)
         self.params = dict(self.network.named_parameters())
         self.buffers = dict(self.network.named_buffers())
         if config.adapt == "all":
@@ -103,8 +107,12 @@ class GradientMetaLearner(Method):
             adapted = []
         shapes = {n: self.params[n].shape for n in adapted}
         self.modulation = build_modulation(config, shapes).to(device)
+        if config.task_batching == "auto":
+            vectorize = not (name == "conv4" and device.type == "cpu")
+        else:
+            vectorize = config.task_batching == "vmap"
         self.inner = InnerLoop(
-            self.network, self.modulation, problem.loss, adapted, config.first_order
+            self.network, self.modulation, problem.loss, adapted, config.first_order, vectorize
         )
         self.optimizer = torch.optim.Adam(self.network.parameters(), lr=config.outer_lr)
         modulation_params = list(self.modulation.parameters())

@@ -35,11 +35,45 @@ class LinearModel(nn.Module):
         return self.head(x)
 
 
-NETWORKS = ("mlp", "linear")
+class Conv4(nn.Module):
+    """4 x [conv3x3, BatchNorm on batch statistics, ReLU, max-pool 2] and a linear head.
+
+    BatchNorm keeps no running statistics, so the network is a pure function of its
+    parameters and the batch: it runs inside ``torch.func.vmap`` over tasks, and every task
+    is normalised by its own statistics as in MAML.
+    """
+
+    def __init__(self, in_channels: int, image_size: int, channels: int, out_features: int):
+        super().__init__()
+        width, size = in_channels, image_size
+        for i in range(1, 5):
+            setattr(self, f"conv{i}", nn.Conv2d(width, channels, 3, padding=1))
+            setattr(self, f"bn{i}", nn.BatchNorm2d(channels, track_running_stats=False))
+            width, size = channels, size // 2
+        self.head = nn.Linear(channels * size * size, out_features)
+        self.head_prefix = "head."
+
+    def forward(self, x):
+        for i in range(1, 5):
+            x = getattr(self, f"bn{i}")(getattr(self, f"conv{i}")(x).contiguous())
+            x = nn.functional.max_pool2d(nn.functional.relu(x), 2)
+        return self.head(x.flatten(1))
 
 
-def build_network(name: str, problem: Problem, hidden: tuple[int, ...]) -> nn.Module:
+NETWORKS = ("mlp", "linear", "conv4")
+
+
+def build_network(
+    name: str, problem: Problem, hidden: tuple[int, ...], channels: int = 64
+) -> nn.Module:
     """Build the named network for ``problem``'s input and output sizes."""
+    if name == "conv4":
+        if len(problem.input_shape) != 3:
+            raise ValueError(
+                f"conv4 needs [channels, height, width] inputs, got {problem.input_shape}"
+            )
+        in_channels, height, _ = problem.input_shape
+        return Conv4(in_channels, height, channels, problem.output_dim)
     if len(problem.input_shape) != 1 and name in ("mlp", "linear"):
         raise ValueError(f"network {name!r} needs flat inputs, got shape {problem.input_shape}")
     if name == "mlp":

@@ -24,9 +24,7 @@ from methods.api import Method
 from methods.losses import is_classification, per_task_accuracy, per_task_loss
 
 TRAIN, VALIDATION, TEST = 1, 2, 3
-#: Evaluation tasks are drawn in blocks of this many, so the test set never depends on how
-#: many tasks are predicted at once.
-TASK_BLOCK = 100
+SPLITS = {TRAIN: "train", VALIDATION: "val", TEST: "test"}
 
 
 class DivergenceError(RuntimeError):
@@ -87,10 +85,13 @@ class EpisodicProtocol:
 
     # -- evaluation ---------------------------------------------------------------------
     def _tasks(self, role: int, seed: int, count: int):
-        for block in range(math.ceil(count / TASK_BLOCK)):
+        # Evaluation tasks are drawn in blocks of the source's fixed size, so the test set
+        # never depends on how many tasks are predicted at once.
+        size = self.source.task_block
+        for block in range(math.ceil(count / size)):
             generator = seeded_generator(role, seed, block, device=self.device)
-            batch = self.source.sample(TASK_BLOCK, generator)
-            take = min(TASK_BLOCK, count - block * TASK_BLOCK)
+            batch = self.source.sample(size, generator, SPLITS[role])
+            take = min(size, count - block * size)
             for start in range(0, take, self.config.eval_chunk):
                 stop = min(take, start + self.config.eval_chunk)
                 yield batch.slice(start, stop)
@@ -158,7 +159,7 @@ class EpisodicProtocol:
 
         for it in range(start, c.iterations):
             generator = seeded_generator(TRAIN, self.seed, it, device=self.device)
-            metrics = method.meta_train_step(self.source.sample(c.meta_batch, generator))
+            metrics = method.meta_train_step(self.source.sample(c.meta_batch, generator, "train"))
             loss = metrics["loss"]
             if not math.isfinite(loss):
                 raise DivergenceError(f"diverged at iteration {it}: training loss is {loss}")
@@ -195,12 +196,20 @@ class EpisodicProtocol:
             final.update({f"final/sparsity/{k}": v for k, v in final_sparsity.items()})
             final["final/sparsity/overall"] = overall_sparsity(method, final_sparsity)
         self.recorder.log_metrics(final, step=c.iterations)
-        from benchmarks.plots import learning_curve_figure, sparsity_figure, sparsity_table
+        from benchmarks.plots import (
+            learning_curve_figure,
+            sparsity_by_depth_figure,
+            sparsity_figure,
+            sparsity_table,
+        )
 
         if curves["train/loss"]:
             self.recorder.log_figure(learning_curve_figure(curves), "learning_curve.png")
         if sparsity_history:
             self.recorder.log_figure(sparsity_figure(sparsity_history), "sparsity.png")
+            self.recorder.log_figure(
+                sparsity_by_depth_figure(final_sparsity), "sparsity_by_depth.png"
+            )
             self.recorder.log_text(sparsity_table(final_sparsity), "sparsity_per_tensor.csv")
         return final
 

@@ -1,0 +1,64 @@
+"""MNIST and Fashion-MNIST in the widely used ``mnist.npz`` layout (``x_train`` uint8
+``[60000, 28, 28]``, ``y_train``, ``x_test``, ``y_test``), and their torchvision download."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from datasets.data_root import cache_dir, find_file
+from datasets.images import DatasetFormatError, ImagePool
+
+FILES = {"mnist": "mnist.npz", "fashion_mnist": "fashion_mnist.npz"}
+KEYS = ("x_train", "y_train", "x_test", "y_test")
+
+
+def load_mnist_like(name: str, data_root: str | Path | None = None) -> dict[str, np.ndarray]:
+    if name not in FILES:
+        raise DatasetFormatError(f"dataset must be one of {sorted(FILES)} (got {name!r})")
+    path = find_file(FILES[name], data_root)
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            arrays = {k: data[k] for k in KEYS if k in data.files}
+    except (OSError, ValueError) as err:
+        raise DatasetFormatError(f"{path} is not a readable .npz file: {err}") from None
+    missing = [k for k in KEYS if k not in arrays]
+    if missing:
+        raise DatasetFormatError(f"{path} lacks keys {missing}; expected {list(KEYS)}")
+    for part in ("train", "test"):
+        x, y = arrays[f"x_{part}"], arrays[f"y_{part}"]
+        if x.dtype != np.uint8 or x.ndim != 3 or x.shape[1:] != (28, 28) or len(y) != len(x):
+            raise DatasetFormatError(
+                f"{path}: x_{part} must be uint8 [n, 28, 28] with as many labels, got "
+                f"{x.dtype} {x.shape} and {len(y)} labels"
+            )
+    return arrays
+
+
+def class_pool(x: np.ndarray, y: np.ndarray) -> ImagePool:
+    """One class per label value: the few-shot view of a classification dataset."""
+    images = torch.from_numpy(np.ascontiguousarray(x)).unsqueeze(1)
+    labels = np.unique(y)
+    groups = [np.flatnonzero(y == label) for label in labels]
+    return ImagePool.from_groups(images, groups, [str(int(label)) for label in labels])
+
+
+def download_mnist_like(name: str, root: Path | None = None) -> Path:
+    """Download with torchvision (network needed) and save the ``.npz`` layout in the cache."""
+    from torchvision import datasets as tv
+
+    root = root or cache_dir()
+    cls = {"mnist": tv.MNIST, "fashion_mnist": tv.FashionMNIST}[name]
+    train = cls(str(root / "torchvision"), train=True, download=True)
+    test = cls(str(root / "torchvision"), train=False, download=True)
+    target = root / FILES[name]
+    np.savez_compressed(
+        target,
+        x_train=train.data.numpy(),
+        y_train=train.targets.numpy().astype(np.uint8),
+        x_test=test.data.numpy(),
+        y_test=test.targets.numpy().astype(np.uint8),
+    )
+    return target

@@ -1,0 +1,95 @@
+"""Small generated datasets in the real on-disk formats (Omniglot npz, MNIST npz,
+miniImageNet pickles and CSV + images). Every image encodes its class in its pixels, so a
+test can check that labels were never mixed up."""
+
+from __future__ import annotations
+
+import csv
+import pickle
+from pathlib import Path
+
+import numpy as np
+
+WNIDS = [f"n0{1532829 + 1000 * i}" for i in range(12)]  # realistic-looking WordNet ids
+SPLIT_CLASSES = {"train": WNIDS[:6], "val": WNIDS[6:9], "test": WNIDS[9:12]}
+
+
+def class_image(class_id: int, shape: tuple[int, ...], variant: int = 0) -> np.ndarray:
+    """An image whose top-left pixel is the class id and second pixel the variant."""
+    rng = np.random.default_rng(1000 * class_id + variant)
+    image = rng.integers(0, 256, size=shape, dtype=np.uint8)
+    image.flat[0] = class_id
+    image.flat[1] = variant
+    return image
+
+
+def write_omniglot(root: Path, alphabets: int = 6, characters: int = 8) -> Path:
+    """``omniglot28.npz`` with ``alphabets * characters`` classes, half of them background."""
+    classes = alphabets * characters
+    images = np.stack(
+        [np.stack([class_image(c, (28, 28), d) for d in range(20)]) for c in range(classes)]
+    )
+    alphabet = np.array([f"Alphabet_{c // characters:02d}" for c in range(classes)])
+    character = np.array([f"character{c % characters + 1:02d}" for c in range(classes)])
+    background = np.array([c // characters < alphabets // 2 for c in range(classes)])
+    root.mkdir(parents=True, exist_ok=True)
+    np.savez(
+        root / "omniglot28.npz",
+        images=images,
+        alphabet=alphabet,
+        character=character,
+        background=background,
+    )
+    return root / "omniglot28.npz"
+
+
+def write_mnist(root: Path, name: str = "mnist", per_class: int = 30) -> Path:
+    """A small ``mnist.npz``-layout file; class ids 200 + digit mark its images."""
+    x, y = [], []
+    for digit in range(10):
+        for i in range(per_class):
+            x.append(class_image(200 + digit, (28, 28), i))
+            y.append(digit)
+    x, y = np.stack(x), np.array(y, dtype=np.uint8)
+    root.mkdir(parents=True, exist_ok=True)
+    np.savez(root / f"{name}.npz", x_train=x, y_train=y, x_test=x, y_test=y)
+    return root / f"{name}.npz"
+
+
+def write_miniimagenet_pickles(root: Path, per_class: int = 20) -> Path:
+    folder = root / "miniimagenet"
+    folder.mkdir(parents=True, exist_ok=True)
+    names = {"train": "train", "val": "validation", "test": "test"}
+    for split, wnids in SPLIT_CLASSES.items():
+        images, class_dict = [], {}
+        for wnid in wnids:
+            class_id = WNIDS.index(wnid)
+            class_dict[wnid] = list(range(len(images), len(images) + per_class))
+            images += [class_image(class_id, (84, 84, 3), i) for i in range(per_class)]
+        with open(folder / f"mini-imagenet-cache-{names[split]}.pkl", "wb") as handle:
+            pickle.dump({"image_data": np.stack(images), "class_dict": class_dict}, handle)
+    return folder
+
+
+def write_miniimagenet_csv(root: Path, per_class: int = 20) -> Path:
+    """Ravi & Larochelle layout; some images are greyscale or of another size on purpose."""
+    from PIL import Image
+
+    folder = root / "miniimagenet"
+    (folder / "images").mkdir(parents=True, exist_ok=True)
+    for split, wnids in SPLIT_CLASSES.items():
+        with open(folder / f"{split}.csv", "w", newline="") as handle:
+            writer = csv.writer(handle)
+            writer.writerow(["filename", "label"])
+            for wnid in wnids:
+                class_id = WNIDS.index(wnid)
+                for i in range(per_class):
+                    name = f"{wnid}{i + 1:08d}.png"
+                    pixels = class_image(class_id, (84, 84, 3), i)
+                    if i == 0:  # an odd file: greyscale and 90x80, converted on load
+                        img = Image.fromarray(pixels[..., 0]).resize((90, 80))
+                    else:
+                        img = Image.fromarray(pixels)
+                    img.save(folder / "images" / name)
+                    writer.writerow([name, wnid])
+    return folder

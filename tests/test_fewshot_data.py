@@ -1,0 +1,190 @@
+"""Few-shot image data: loaders for every on-disk format, splits, episodes, clear errors."""
+
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pytest
+import torch
+
+from datasets.data_root import DataNotFoundError
+from datasets.fewshot import FewShotConfig
+from datasets.images import DatasetFormatError
+from datasets.miniimagenet import load_csv_split, load_miniimagenet, load_pickle_split
+from datasets.omniglot import load_omniglot, omniglot_splits
+from datasets.tasks import seeded_generator
+from tests.image_fixtures import (
+    SPLIT_CLASSES,
+    WNIDS,
+    write_miniimagenet_csv,
+    write_miniimagenet_pickles,
+    write_mnist,
+    write_omniglot,
+)
+
+
+@pytest.fixture
+def data_root(tmp_path, monkeypatch):
+    monkeypatch.setenv("MESABENCH_DATA", str(tmp_path))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    return tmp_path
+
+
+def _class_ids(x: torch.Tensor) -> torch.Tensor:
+    """Recover the class id each fixture image carries in its first pixel."""
+    return (x.flatten(-3)[..., 0] * 255).round().long()
+
+
+def _assert_labels_consistent(batch) -> None:
+    for x, y in ((batch.support_x, batch.support_y), (batch.query_x, batch.query_y)):
+        ids = _class_ids(x)
+        for task in range(ids.shape[0]):
+            mapping = {}
+            for cls, label in zip(ids[task].tolist(), y[task].tolist(), strict=True):
+                assert mapping.setdefault(label, cls) == cls, "a label mixes two classes"
+            assert len(set(mapping.values())) == len(mapping), "two labels share a class"
+    s_ids, q_ids = _class_ids(batch.support_x), _class_ids(batch.query_x)
+    for task in range(s_ids.shape[0]):  # the same label means the same class in both sets
+        s = dict(zip(batch.support_y[task].tolist(), s_ids[task].tolist(), strict=True))
+        q = dict(zip(batch.query_y[task].tolist(), q_ids[task].tolist(), strict=True))
+        assert s == q
+
+
+def test_omniglot_splits_are_disjoint_and_follow_the_alphabets(data_root):
+    write_omniglot(data_root)
+    arrays = load_omniglot()
+    pools = omniglot_splits(arrays, "background", val_classes=4)
+    names = {k: set(p.class_names) for k, p in pools.items()}
+    assert not (names["train"] & names["val"]) and not (names["train"] & names["test"])
+    background = {
+        f"{a}/{c}"
+        for a, c, b in zip(
+            arrays["alphabet"], arrays["character"], arrays["background"], strict=True
+        )
+        if b
+    }
+    assert names["train"] | names["val"] == background and len(names["val"]) == 4
+    maml = omniglot_splits(arrays, "maml", val_classes=4)
+    assert sum(p.num_classes for p in maml.values()) == 48  # fewer than 1200: all train
+
+
+def test_episodes_are_vectorised_relabelled_and_seeded(data_root):
+    write_omniglot(data_root)
+    source = FewShotConfig(ways=5, shots=2, queries=3, val_classes=6).build()
+    batch = source.sample(6, seeded_generator(1), "train")
+    assert batch.support_x.shape == (6, 10, 1, 28, 28) and batch.query_x.shape == (6, 15, 1, 28, 28)
+    assert batch.support_x.dtype == torch.float32 and 0 <= batch.support_x.min() <= 1
+    assert torch.equal(batch.support_y[0], torch.arange(5).repeat_interleave(2))
+    _assert_labels_consistent(batch)
+    again = source.sample(6, seeded_generator(1), "train")
+    assert torch.equal(batch.support_x, again.support_x)
+    test = source.sample(6, seeded_generator(1), "test")
+    train_ids = set(_class_ids(batch.support_x).flatten().tolist())
+    assert not train_ids & set(_class_ids(test.support_x).flatten().tolist())
+
+
+def test_rotations_are_classes_of_their_own(data_root):
+    write_omniglot(data_root)
+    source = FewShotConfig(ways=5, shots=1, queries=1, rotations=True, val_classes=6).build()
+    batch = source.sample(40, seeded_generator(3), "train")
+    arrays = load_omniglot()
+    found = set()
+    for task in range(40):
+        for x in batch.support_x[task]:
+            image = (x[0] * 255).round().to(torch.uint8)
+            for k in range(4):  # which rotation of which drawing is this?
+                original = torch.rot90(image, -k, dims=(0, 1))
+                cls, drawer = int(original[0, 0]), int(original[0, 1])
+                known = cls < len(arrays["images"]) and drawer < 20
+                if known and torch.equal(original, torch.from_numpy(arrays["images"][cls, drawer])):
+                    found.add(k)
+                    break
+            else:
+                pytest.fail("an episode image is no rotation of a stored drawing")
+    assert found == {0, 1, 2, 3}
+
+
+@pytest.mark.parametrize("fmt", ["pickle", "csv"])
+def test_miniimagenet_both_formats_load_the_same_classes(data_root, fmt):
+    write = write_miniimagenet_pickles if fmt == "pickle" else write_miniimagenet_csv
+    write(data_root)
+    pools = load_miniimagenet(fmt)
+    for split, wnids in SPLIT_CLASSES.items():
+        assert pools[split].class_names == tuple(sorted(wnids))
+        assert pools[split].image_shape == (3, 84, 84)
+        assert pools[split].images.dtype == torch.uint8
+    source = FewShotConfig(dataset="miniimagenet", ways=3, shots=1, queries=2).build()
+    batch = source.sample(4, seeded_generator(0), "val")
+    assert batch.support_x.shape == (4, 3, 3, 84, 84)
+    if fmt == "pickle":  # lossless format: labels can be checked pixel-exactly
+        _assert_labels_consistent(batch)
+        ids = set(_class_ids(batch.query_x).flatten().tolist())
+        assert ids <= {WNIDS.index(w) for w in SPLIT_CLASSES["val"]}
+
+
+def test_miniimagenet_format_errors_are_clear(data_root):
+    with pytest.raises(DataNotFoundError, match="mini-imagenet-cache-train.pkl"):
+        load_pickle_split("train")
+    folder = write_miniimagenet_pickles(data_root)
+    with pytest.raises(DatasetFormatError, match="split must be one of"):
+        load_pickle_split("training")
+    path = folder / "mini-imagenet-cache-validation.pkl"
+    with open(path, "rb") as handle:
+        data = pickle.load(handle)
+    data["class_dict"][WNIDS[6]] = [0, 1, 999]
+    path.write_bytes(pickle.dumps(data))
+    with pytest.raises(DatasetFormatError, match="refers to image 999"):
+        load_pickle_split("val")
+    path.write_bytes(b"\x80\x04not a pickle at all")
+    with pytest.raises(DatasetFormatError, match="not a valid miniImageNet pickle"):
+        load_pickle_split("val")
+    path.write_bytes(pickle.dumps({"image_data": __import__("os").getcwd}))
+    with pytest.raises(DatasetFormatError, match="refusing to load"):
+        load_pickle_split("val")
+
+
+def test_miniimagenet_csv_errors_are_clear(data_root):
+    folder = write_miniimagenet_csv(data_root)
+    first = sorted((folder / "images").glob("*.png"))[1]
+    first.write_bytes(b"garbage")
+    with pytest.raises(DatasetFormatError, match=f"cannot read image .*{first.name}"):
+        load_csv_split("train")
+    first.unlink()
+    with pytest.raises(DatasetFormatError, match=f"image .*{first.name} does not exist"):
+        load_csv_split("train")
+    (folder / "val.csv").write_text("file,class\n")
+    with pytest.raises(DatasetFormatError, match="header 'filename,label'"):
+        load_csv_split("val")
+
+
+def test_overlapping_splits_are_refused(data_root):
+    folder = write_miniimagenet_pickles(data_root)
+    with open(folder / "mini-imagenet-cache-test.pkl", "rb") as handle:
+        data = pickle.load(handle)
+    data["class_dict"][WNIDS[0]] = data["class_dict"].pop(WNIDS[9])
+    (folder / "mini-imagenet-cache-test.pkl").write_bytes(pickle.dumps(data))
+    with pytest.raises(DatasetFormatError, match=f"class '{WNIDS[0]}' appears in both"):
+        load_miniimagenet("pickle")
+
+
+def test_omniglot_errors_are_clear(data_root):
+    with pytest.raises(DataNotFoundError, match="omniglot28.npz"):
+        load_omniglot()
+    np.savez(data_root / "omniglot28.npz", images=np.zeros((2, 20, 28, 28), np.uint8))
+    with pytest.raises(DatasetFormatError, match="lacks keys"):
+        load_omniglot()
+    (data_root / "omniglot28.npz").write_bytes(b"corrupt")
+    with pytest.raises(DatasetFormatError, match="not a readable .npz"):
+        load_omniglot()
+
+
+def test_cross_domain_test_split_comes_from_the_other_dataset(data_root):
+    write_omniglot(data_root)
+    write_mnist(data_root)
+    source = FewShotConfig(ways=5, shots=1, queries=2, test_dataset="mnist", val_classes=6).build()
+    test = source.sample(5, seeded_generator(0), "test")
+    assert set(_class_ids(test.support_x).flatten().tolist()) <= set(range(200, 210))
+    _assert_labels_consistent(test)
+    train = source.sample(5, seeded_generator(0), "train")
+    assert set(_class_ids(train.support_x).flatten().tolist()) <= set(range(48))
