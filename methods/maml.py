@@ -96,7 +96,13 @@ class GradientMetaLearner(Method):
     def __init__(self, config: MAMLConfig, problem: Problem, device: torch.device):
         super().__init__(config, problem, device)
         name = problem.network if config.network == "default" else config.network
-        self.network = build_network(name, problem, config.hidden, config.channels).to(device)
+        if config.task_batching == "auto":
+            vectorize = not (name == "conv4" and device.type == "cpu")
+        else:
+            vectorize = config.task_batching == "vmap"
+        self.network = build_network(
+            name, problem, config.hidden, config.channels, vmapped=vectorize
+        ).to(device)
         self.params = dict(self.network.named_parameters())
         self.buffers = dict(self.network.named_buffers())
         if config.adapt == "all":
@@ -107,10 +113,6 @@ class GradientMetaLearner(Method):
             adapted = []
         shapes = {n: self.params[n].shape for n in adapted}
         self.modulation = build_modulation(config, shapes).to(device)
-        if config.task_batching == "auto":
-            vectorize = not (name == "conv4" and device.type == "cpu")
-        else:
-            vectorize = config.task_batching == "vmap"
         self.inner = InnerLoop(
             self.network, self.modulation, problem.loss, adapted, config.first_order, vectorize
         )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import torch
 from torch import nn
 
 from datasets.tasks import Problem
@@ -35,6 +36,32 @@ class LinearModel(nn.Module):
         return self.head(x)
 
 
+class BatchStatNorm2d(nn.Module):
+    """BatchNorm2d on the batch's own statistics (no running averages).
+
+    torch's fused batch-norm kernel gives wrong second-order gradients under ``vmap``
+    (torch 2.14; tests/test_fewshot_runs.py checks both forms against a per-task loop), so
+    unless ``fused`` the norm is written with elementwise ops. The fused kernel is faster
+    and exact when tasks are looped over instead of vmapped.
+    """
+
+    def __init__(self, channels: int, eps: float = 1e-5, fused: bool = False):
+        super().__init__()
+        self.eps, self.fused = eps, fused
+        self.weight = nn.Parameter(torch.ones(channels))
+        self.bias = nn.Parameter(torch.zeros(channels))
+
+    def forward(self, x):
+        if self.fused:
+            return nn.functional.batch_norm(
+                x, None, None, self.weight, self.bias, training=True, eps=self.eps
+            )
+        mean = x.mean(dim=(0, 2, 3), keepdim=True)
+        var = (x - mean).pow(2).mean(dim=(0, 2, 3), keepdim=True)
+        x_hat = (x - mean) * torch.rsqrt(var + self.eps)
+        return x_hat * self.weight.view(1, -1, 1, 1) + self.bias.view(1, -1, 1, 1)
+
+
 class Conv4(nn.Module):
     """4 x [conv3x3, BatchNorm on batch statistics, ReLU, max-pool 2] and a linear head.
 
@@ -43,12 +70,19 @@ class Conv4(nn.Module):
     is normalised by its own statistics as in MAML.
     """
 
-    def __init__(self, in_channels: int, image_size: int, channels: int, out_features: int):
+    def __init__(
+        self,
+        in_channels: int,
+        image_size: int,
+        channels: int,
+        out_features: int,
+        fused_norm: bool = False,
+    ):
         super().__init__()
         width, size = in_channels, image_size
         for i in range(1, 5):
             setattr(self, f"conv{i}", nn.Conv2d(width, channels, 3, padding=1))
-            setattr(self, f"bn{i}", nn.BatchNorm2d(channels, track_running_stats=False))
+            setattr(self, f"bn{i}", BatchStatNorm2d(channels, fused=fused_norm))
             width, size = channels, size // 2
         self.head = nn.Linear(channels * size * size, out_features)
         self.head_prefix = "head."
@@ -64,16 +98,21 @@ NETWORKS = ("mlp", "linear", "conv4")
 
 
 def build_network(
-    name: str, problem: Problem, hidden: tuple[int, ...], channels: int = 64
+    name: str,
+    problem: Problem,
+    hidden: tuple[int, ...],
+    channels: int = 64,
+    vmapped: bool = True,
 ) -> nn.Module:
-    """Build the named network for ``problem``'s input and output sizes."""
+    """Build the named network for ``problem``'s input and output sizes (``vmapped``: whether
+    it will run under ``vmap``, which rules out fused batch norm)."""
     if name == "conv4":
         if len(problem.input_shape) != 3:
             raise ValueError(
                 f"conv4 needs [channels, height, width] inputs, got {problem.input_shape}"
             )
         in_channels, height, _ = problem.input_shape
-        return Conv4(in_channels, height, channels, problem.output_dim)
+        return Conv4(in_channels, height, channels, problem.output_dim, fused_norm=not vmapped)
     if len(problem.input_shape) != 1 and name in ("mlp", "linear"):
         raise ValueError(f"network {name!r} needs flat inputs, got shape {problem.input_shape}")
     if name == "mlp":
