@@ -188,3 +188,31 @@ def test_cross_domain_test_split_comes_from_the_other_dataset(data_root):
     _assert_labels_consistent(test)
     train = source.sample(5, seeded_generator(0), "train")
     assert set(_class_ids(train.support_x).flatten().tolist()) <= set(range(48))
+
+
+def test_official_omniglot_folders_convert_once_to_the_array_form(tmp_path):
+    from PIL import Image
+
+    from datasets.omniglot import convert_image_folders
+
+    folders = []
+    for part, alphabets in (
+        ("images_background", ["Latin", "Greek"]),
+        ("images_evaluation", ["Tengwar"]),
+    ):
+        folder = tmp_path / "omniglot-py" / part
+        for alphabet in alphabets:
+            for character in ("character01", "character02"):
+                target = folder / alphabet / character
+                target.mkdir(parents=True)
+                for drawer in range(20):
+                    pixels = np.full((105, 105), 255, np.uint8)
+                    pixels[10:95, 50:55] = 0  # a vertical stroke
+                    Image.fromarray(pixels).save(target / f"{drawer:04d}_{drawer:02d}.png")
+        folders.append(folder)
+    path = convert_image_folders(folders, tmp_path / "out" / "omniglot28.npz")
+    with np.load(path) as data:
+        assert data["images"].shape == (6, 20, 28, 28) and data["images"].dtype == np.uint8
+        assert data["background"].tolist() == [True] * 4 + [False] * 2
+        assert list(data["alphabet"][:2]) == ["Greek", "Greek"]  # sorted, as listed
+        assert data["images"][0, 0, 14, 14] < 128 < data["images"][0, 0, 14, 2]
