@@ -131,6 +131,7 @@ def plan_run(
     if seed < 0:
         raise ConfigError(f"seed must be >= 0 (got {seed})")
     sections = resolve_sections(spec)
+    entry.cls.check_problem(sections["task"].build().problem)
     if preset is not None and preset not in spec.presets:
         allowed = ", ".join(sorted(spec.presets)) or "none"
         raise ConfigError(f"unknown preset {preset!r} for {benchmark}; allowed: {allowed}")

@@ -39,6 +39,11 @@ class Method(ABC):
         self.problem = problem
         self.device = device
 
+    @classmethod
+    def check_problem(cls, problem: Problem) -> None:
+        """Raise ``benchmarks.config.ConfigError`` if the method cannot learn ``problem``."""
+        return None
+
     @abstractmethod
     def meta_train_step(self, batch: TaskBatch) -> dict[str, float]:
         """One outer update on a batch of tasks; returns at least ``{"loss": ...}``."""

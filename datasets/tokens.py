@@ -1,0 +1,26 @@
+"""Tokens for in-context learners, shared with the reference algorithms so that alignment
+compares like with like.
+
+Constructed tokens (von Oswald et al. 2023): a context token is e_i = (x_i, y_i), a query
+token is (x_q, 0); a model's prediction is read as minus the y-slot of the query token.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+
+def context_tokens(support_x: Tensor, support_y: Tensor) -> Tensor:
+    """``[T, N, d]`` and ``[T, N, 1]`` -> ``[T, N, d + 1]``."""
+    return torch.cat([support_x, support_y], dim=-1)
+
+
+def query_tokens(query_x: Tensor) -> Tensor:
+    """``[T, Q, d]`` -> ``[T, Q, d + 1]`` with a zero y-slot."""
+    return torch.cat([query_x, torch.zeros_like(query_x[..., :1])], dim=-1)
+
+
+def read_prediction(queries: Tensor) -> Tensor:
+    """Minus the y-slot of the (transformed) query tokens: ``[T, Q, d + 1]`` -> ``[T, Q, 1]``."""
+    return -queries[..., -1:]

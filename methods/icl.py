@@ -1,0 +1,200 @@
+"""In-context learners and their reference algorithms as methods on the episodic protocol.
+
+Their "adaptation" is a forward pass over the support set (the context); meta-training is
+ordinary training on fresh task batches. They need flat regression tasks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from benchmarks.config import ConfigError, param
+from datasets.tasks import Problem, TaskBatch
+from datasets.tokens import context_tokens, query_tokens, read_prediction
+from methods.api import Method
+from methods.attention import LinearSelfAttention
+from methods.losses import per_task_loss
+from methods.reference_algorithms import gd_token_predict, optimal_one_step_rate, ridge_predict
+from methods.registry import register_method
+
+
+class InContextMethod(Method):
+    """Shared plumbing: problem check, training with Adam, prediction without gradients."""
+
+    protocols = frozenset({"episodic"})
+    uses_inner_steps = False
+
+    @classmethod
+    def check_problem(cls, problem: Problem) -> None:
+        if problem.loss == "cross_entropy" or len(problem.input_shape) != 1:
+            raise ConfigError(
+                "in-context learners need a flat regression benchmark (e.g. linreg-icl, "
+                f"sinusoid-5shot), not inputs of shape {problem.input_shape} with "
+                f"{problem.loss}"
+            )
+
+    def __init__(self, config: Any, problem: Problem, device: torch.device):
+        super().__init__(config, problem, device)
+        self.check_problem(problem)
+        self.model = self.build_model(problem.input_shape[0]).to(device)
+        params = [p for p in self.model.parameters() if p.requires_grad]
+        lr = getattr(config, "lr", 1e-3)
+        self.optimizer = torch.optim.Adam(params, lr=lr) if params else None
+
+    def build_model(self, dim: int) -> nn.Module:
+        raise NotImplementedError
+
+    def forward(self, support_x: Tensor, support_y: Tensor, query_x: Tensor) -> Tensor:
+        raise NotImplementedError
+
+    def meta_train_step(self, batch: TaskBatch) -> dict[str, float]:
+        pred = self.forward(batch.support_x, batch.support_y, batch.query_x)
+        loss = per_task_loss(pred, batch.query_y, self.problem.loss).mean()
+        if self.optimizer is not None:
+            self.optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            clip = getattr(self.config, "grad_clip", 0.0)
+            if clip > 0:
+                nn.utils.clip_grad_norm_(self.model.parameters(), clip)
+            self.optimizer.step()
+        return {"loss": loss.item()}
+
+    def predict(self, support_x, support_y, query_x, steps=None) -> Tensor:
+        with torch.no_grad():
+            return self.forward(support_x, support_y, query_x)
+
+    def state_tensors(self) -> list[Tensor]:
+        return list(self.model.parameters())
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict() if self.optimizer else None,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.model.load_state_dict(state["model"])
+        if self.optimizer is not None:
+            self.optimizer.load_state_dict(state["optimizer"])
+
+
+@dataclass(frozen=True)
+class LSAConfig:
+    layers: int = param(1, min=1, help="attention layers (K)")
+    heads: int = param(1, min=1)
+    tied: bool = param(False, help="one layer's weights repeated K times (recurrent)")
+    softmax: bool = param(False, help="softmax attention instead of linear")
+    dampening: float = param(1.0, min=0.0, help="factor on every layer's update")
+    init_std: float = param(0.002, min=0.0)
+    lr: float = param(1e-3, min=0.0)
+    grad_clip: float = param(1.0, min=0.0, help="global-norm clip (0: off)")
+
+
+class LSATransformer(InContextMethod):
+    """K layers of (linear) self-attention on constructed tokens, tied or untied."""
+
+    Config = LSAConfig
+
+    def build_model(self, dim: int) -> nn.Module:
+        c = self.config
+        count = 1 if c.tied else c.layers
+        return nn.ModuleList(
+            LinearSelfAttention(dim + 1, c.heads, c.init_std, c.softmax) for _ in range(count)
+        )
+
+    def layer(self, k: int) -> LinearSelfAttention:
+        return self.model[0 if self.config.tied else k]
+
+    def forward(self, support_x, support_y, query_x):
+        context, queries = context_tokens(support_x, support_y), query_tokens(query_x)
+        for k in range(self.config.layers):
+            new_context, new_queries = self.layer(k)(context, queries)
+            d = self.config.dampening
+            context = context + d * (new_context - context)
+            queries = queries + d * (new_queries - queries)
+        return read_prediction(queries)
+
+
+@dataclass(frozen=True)
+class GDConfig:
+    steps: int = param(1, min=1, help="GD steps (K)")
+    lr: float = param(1e-2, min=0.0, help="Adam lr of the per-step rates (K > 1 or GD++)")
+
+
+class GDReference(InContextMethod):
+    """K steps of GD from w = 0 with per-step rates fitted on training tasks: the closed-form
+    empirical optimum for one step, Adam on the per-step rates otherwise."""
+
+    Config = GDConfig
+    preconditioned = False
+
+    def build_model(self, dim: int) -> nn.Module:
+        model = nn.Module()
+        k = self.config.steps
+        model.etas = nn.Parameter(torch.full((k,), float("nan")))
+        model.gammas = nn.Parameter(torch.zeros(k), requires_grad=self.preconditioned)
+        # Running sums of the one-step closed form (numerator, denominator).
+        model.register_buffer("moments", torch.zeros(2, dtype=torch.float64))
+        if self.closed_form:
+            model.etas.requires_grad_(False)
+        return model
+
+    @property
+    def closed_form(self) -> bool:
+        return self.config.steps == 1 and not self.preconditioned
+
+    def forward(self, support_x, support_y, query_x):
+        gammas = self.model.gammas if self.preconditioned else None
+        return gd_token_predict(support_x, support_y, query_x, self.model.etas, gammas)
+
+    def meta_train_step(self, batch: TaskBatch) -> dict[str, float]:
+        if torch.isnan(self.model.etas).any() or self.closed_form:
+            num, den = optimal_one_step_rate(*batch)
+            with torch.no_grad():
+                self.model.moments += torch.stack([num, den]).double()
+                eta = self.model.moments[0] / self.model.moments[1] * batch.support_x.shape[1]
+                if self.closed_form or torch.isnan(self.model.etas).any():
+                    self.model.etas.fill_(float(eta))  # later steps start from the 1-step rate
+        return super().meta_train_step(batch)
+
+    def tensor_sizes(self) -> dict[str, int]:
+        return {}
+
+
+class GDPlusPlusReference(GDReference):
+    """GD++: per-step rate eta_k and input transform gamma_k, fitted with Adam."""
+
+    preconditioned = True
+
+
+@dataclass(frozen=True)
+class RidgeConfig:
+    lam: float = param(1e-3, min=0.0, help="ridge strength (0: minimum-norm least squares)")
+
+
+class RidgeReference(InContextMethod):
+    """The exact ridge / least-squares solution on each task's context: nothing to learn."""
+
+    Config = RidgeConfig
+
+    def build_model(self, dim: int) -> nn.Module:
+        return nn.Module()
+
+    def forward(self, support_x, support_y, query_x):
+        return ridge_predict(support_x, support_y, query_x, self.config.lam)
+
+
+register_method("lsa", LSATransformer, "linear self-attention transformer (von Oswald 2023)")
+register_method("gd", GDReference, "reference: K steps of GD with fitted rates")
+register_method("gdpp", GDPlusPlusReference, "reference: GD++ (fitted rates and x-transforms)")
+register_method("ridge", RidgeReference, "reference: exact ridge regression on the context")
+register_method(
+    "least_squares",
+    RidgeReference,
+    "reference: exact minimum-norm least squares on the context",
+    lam=0.0,
+)

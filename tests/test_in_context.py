@@ -1,0 +1,140 @@
+"""In-context learners: exact constructions, reference algorithms, and their numbers."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from benchmarks.recording import MemoryRecorder
+from benchmarks.runner import build_method, execute, plan_run
+from datasets.regression import LinRegConfig
+from datasets.tasks import seeded_generator
+from datasets.tokens import context_tokens, query_tokens, read_prediction
+from methods.attention import LinearSelfAttention, gd_construction, gdpp_construction
+from methods.reference_algorithms import gd_token_predict, ridge_predict
+
+
+def _batch(tasks=64, d=5, n=7, q=3, r=1.0):
+    batch = (
+        LinRegConfig(dim=d, shots=n, queries=q, input_range=r)
+        .build()
+        .sample(tasks, seeded_generator(9))
+    )
+    return type(batch)(*(t.double() for t in batch))
+
+
+def _weight_space_gd(sx, sy, qx, etas):
+    """Plain GD on w: w <- w - eta * (1/N) X^T (X w - y), from w = 0."""
+    w = torch.zeros(sx.shape[0], sx.shape[2], 1, dtype=sx.dtype)
+    for eta in etas:
+        w = w - eta * sx.transpose(1, 2) @ (sx @ w - sy) / sx.shape[1]
+    return qx @ w
+
+
+def _lsa(layer_weights: dict, d: int) -> LinearSelfAttention:
+    heads = layer_weights["key"].shape[0]
+    layer = LinearSelfAttention(d + 1, heads).double()
+    with torch.no_grad():
+        for name, value in layer_weights.items():
+            getattr(layer, name).copy_(value)
+    return layer
+
+
+def test_token_gd_equals_weight_space_gd():
+    sx, sy, qx, _ = _batch()
+    etas = [0.7, 1.3, 0.4]
+    torch.testing.assert_close(
+        gd_token_predict(sx, sy, qx, etas), _weight_space_gd(sx, sy, qx, etas)
+    )
+
+
+@pytest.mark.parametrize("layers", [1, 2, 3])
+def test_lsa_with_proposition_1_weights_is_k_steps_of_gd(layers):
+    sx, sy, qx, _ = _batch()
+    eta, d, n = 1.1, sx.shape[2], sx.shape[1]
+    layer = _lsa(gd_construction(d, eta, n), d)
+    context, queries = context_tokens(sx, sy), query_tokens(qx)
+    for _ in range(layers):
+        context, queries = layer(context, queries)
+    expected = _weight_space_gd(sx, sy, qx, [eta] * layers)
+    torch.testing.assert_close(read_prediction(queries), expected, atol=1e-5, rtol=0)
+
+
+def test_gdpp_construction_equals_gdpp():
+    sx, sy, qx, _ = _batch()
+    d, n = sx.shape[2], sx.shape[1]
+    etas, gammas = [0.9, 1.2], [0.05, 0.02]
+    context, queries = context_tokens(sx, sy), query_tokens(qx)
+    for eta, gamma in zip(etas, gammas, strict=True):
+        context, queries = _lsa(gdpp_construction(d, eta, gamma, n), d)(context, queries)
+    expected = gd_token_predict(sx, sy, qx, etas, gammas)
+    torch.testing.assert_close(read_prediction(queries), expected, atol=1e-5, rtol=0)
+    assert not torch.allclose(expected, gd_token_predict(sx, sy, qx, etas), atol=1e-3)
+
+
+def test_ridge_and_least_squares_are_exact():
+    sx, sy, qx, qy = _batch(n=12)
+    pred = ridge_predict(sx, sy, qx, lam=0.0)
+    # Noiseless and N > d: exact recovery (labels were made in float32, hence 1e-5).
+    torch.testing.assert_close(pred, qy, atol=1e-5, rtol=0)
+    lam = 0.3
+    w = torch.stack(
+        [
+            torch.linalg.solve(x.T @ x + lam * torch.eye(x.shape[1], dtype=x.dtype), x.T @ y)
+            for x, y in zip(sx, sy, strict=True)
+        ]
+    )
+    torch.testing.assert_close(ridge_predict(sx, sy, qx, lam), qx @ w)
+
+
+EVAL = {"queries": "20", "test_tasks": "10000", "val_tasks": "500", "eval_chunk": "2000"}
+
+
+@pytest.mark.parametrize("input_range", [1.0, 0.5])
+def test_gd_reference_matches_the_closed_form(input_range):
+    eta, loss = LinRegConfig(input_range=input_range).build().one_step_gd_optimum()
+    plan = plan_run(
+        "gd",
+        "linreg-icl",
+        overrides={
+            "input_range": str(input_range),
+            "iterations": "200",
+            "val_every": "100",
+            **EVAL,
+        },
+        device="cpu",
+    )
+    method = build_method(plan)
+    from benchmarks.protocols import EpisodicProtocol
+
+    final = EpisodicProtocol(
+        plan.protocol, plan.task.build(), 0, MemoryRecorder(), method.device
+    ).run(method)
+    assert final["final/test_loss"] == pytest.approx(loss, rel=0.01)
+    assert method.model.etas.item() == pytest.approx(eta, rel=0.02)
+
+
+def test_more_gd_steps_and_gdpp_improve_on_one_step():
+    common = {"input_range": "0.5", "iterations": "300", "val_every": "150", **EVAL}
+    one = execute(plan_run("gd", "linreg-icl", overrides=common, device="cpu"), MemoryRecorder())[
+        "final/test_loss"
+    ]
+    three = execute(
+        plan_run("gd", "linreg-icl", overrides={**common, "steps": "3"}, device="cpu"),
+        MemoryRecorder(),
+    )["final/test_loss"]
+    plus = execute(
+        plan_run("gdpp", "linreg-icl", overrides={**common, "steps": "3"}, device="cpu"),
+        MemoryRecorder(),
+    )["final/test_loss"]
+    # REFERENCE section 1 (U(-0.5, 0.5), d = N = 10): 0.206 > GD K=3 ~0.129 > GD++ K=3 ~0.113
+    assert one == pytest.approx(0.206, rel=0.02)
+    assert three < 0.75 * one
+    assert plus < three
+
+
+def test_in_context_methods_refuse_image_benchmarks():
+    from benchmarks.config import ConfigError
+
+    with pytest.raises(ConfigError, match="flat regression benchmark"):
+        plan_run("lsa", "omniglot-5w1s", device="cpu")
