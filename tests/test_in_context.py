@@ -138,3 +138,39 @@ def test_in_context_methods_refuse_image_benchmarks():
 
     with pytest.raises(ConfigError, match="flat regression benchmark"):
         plan_run("lsa", "omniglot-5w1s", device="cpu")
+
+
+def test_alignment_metrics_are_perfect_for_constructed_gd_and_poor_for_ridge():
+    from benchmarks.analyses import gd_alignment
+
+    source = LinRegConfig(input_range=0.5).build()
+    plan = plan_run("lsa", "linreg-icl", overrides={"input_range": "0.5"}, device="cpu")
+    lsa = build_method(plan)
+    eta, _ = source.one_step_gd_optimum()
+    with torch.no_grad():
+        for name, value in gd_construction(10, eta, 10).items():
+            getattr(lsa.model[0], name).copy_(value)
+    aligned = gd_alignment(lsa, source, tasks=4000)
+    # The analysis fits eta on its own tasks: close to, not exactly, the closed form.
+    assert aligned["final/align/sens_cosine"] > 0.9999
+    assert aligned["final/align/pred_diff"] < 0.02
+    assert aligned["final/align/gd_eta"] == pytest.approx(eta, rel=0.02)
+    ridge = build_method(plan_run("least_squares", "linreg-icl", device="cpu"))
+    far = gd_alignment(ridge, LinRegConfig().build(), tasks=2000)
+    assert far["final/align/sens_cosine"] < 0.95 and far["final/align/model_loss"] < 0.05
+
+
+@pytest.mark.slow
+def test_trained_one_layer_lsa_matches_one_gd_step():
+    """REFERENCE section 1: a trained 1-layer LSA reaches the 1-step GD loss, sensitivity
+    cosine >= 0.99 (U(-0.5, 0.5), the public code's range)."""
+    plan = plan_run(
+        "lsa",
+        "linreg-icl",
+        overrides={"input_range": "0.5", "iterations": "3000", **EVAL},
+        device="cpu",
+    )
+    final = execute(plan, MemoryRecorder())
+    _, gd_loss = LinRegConfig(input_range=0.5).build().one_step_gd_optimum()
+    assert final["final/test_loss"] == pytest.approx(gd_loss, rel=0.01)
+    assert final["final/align/sens_cosine"] >= 0.99

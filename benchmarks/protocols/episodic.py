@@ -189,6 +189,10 @@ class EpisodicProtocol:
         if c.select_best and best.state is not None:
             method.load_state_dict(best.state)
         final = self.meta_test(method)
+        from benchmarks import analyses
+
+        if analyses.applies(method, self.source):
+            final.update(analyses.gd_alignment(method, self.source, seed=c.test_seed))
         final["final/train_time_s"] = train_time
         final["final/best_iteration"] = float(best.iteration if c.select_best else c.iterations)
         final["final/num_params"] = float(method.num_parameters())

@@ -1,0 +1,80 @@
+"""Analyses run automatically after the meta-test of in-context learners.
+
+Alignment with one step of GD (von Oswald et al. 2023): over held-out linear-regression
+tasks, mean |y_model - y_GD|, mean ||s_model - s_GD|| and mean cosine(s_model, s_GD), where
+s = d y_hat / d x_query and GD uses the rate fitted in closed form on separate tasks.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from datasets.tasks import TaskSource, seeded_generator
+from methods.icl import InContextMethod
+from methods.reference_algorithms import gd_token_predict, optimal_one_step_rate
+
+ANALYSIS, FIT = 4, 5  # seed roles, distinct from train / validation / test
+
+
+def applies(method: object, source: TaskSource) -> bool:
+    return isinstance(method, InContextMethod) and source.problem.loss == "half_mse"
+
+
+def _with_sensitivity(predict, sx: Tensor, sy: Tensor, qx: Tensor) -> tuple[Tensor, Tensor]:
+    # Queries never interact, so one backward of the summed predictions gives every
+    # query's own gradient d y_hat / d x_q.
+    qx = qx.detach().requires_grad_(True)
+    with torch.enable_grad():
+        pred = predict(sx, sy, qx)
+        (sens,) = torch.autograd.grad(pred.sum(), qx)
+    return pred.detach(), sens
+
+
+def gd_alignment(
+    method: InContextMethod,
+    source: TaskSource,
+    tasks: int = 10_000,
+    seed: int = 0,
+    chunk: int = 2000,
+) -> dict[str, float]:
+    fit = source.sample(tasks, seeded_generator(FIT, seed, device=method.device))
+    num, den = optimal_one_step_rate(*fit)
+    eta = (num / den).item() * fit.support_x.shape[1]
+
+    def gd(sx, sy, qx):
+        return gd_token_predict(sx, sy, qx, [eta])
+
+    batch = source.sample(tasks, seeded_generator(ANALYSIS, seed, device=method.device))
+    sums = torch.zeros(5, dtype=torch.float64)
+    count = 0
+    for start in range(0, tasks, chunk):
+        part = batch.slice(start, start + chunk)
+        pred_m, sens_m = _with_sensitivity(
+            method.forward, part.support_x, part.support_y, part.query_x
+        )
+        pred_g, sens_g = _with_sensitivity(gd, part.support_x, part.support_y, part.query_x)
+        cosine = torch.nn.functional.cosine_similarity(sens_m, sens_g, dim=-1)
+        sums += (
+            torch.stack(
+                [
+                    (pred_m - pred_g).abs().sum(),
+                    (sens_m - sens_g).norm(dim=-1).sum(),
+                    cosine.sum(),
+                    0.5 * (pred_m - part.query_y).pow(2).sum(),
+                    0.5 * (pred_g - part.query_y).pow(2).sum(),
+                ]
+            )
+            .double()
+            .cpu()
+        )
+        count += pred_m[..., 0].numel()
+    pred_diff, sens_diff, cosine, model_loss, gd_loss = (sums / count).tolist()
+    return {
+        "final/align/pred_diff": pred_diff,
+        "final/align/sens_diff": sens_diff,
+        "final/align/sens_cosine": cosine,
+        "final/align/model_loss": model_loss,
+        "final/align/gd_loss": gd_loss,
+        "final/align/gd_eta": eta,
+    }
