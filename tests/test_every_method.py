@@ -1,0 +1,55 @@
+"""Every method in the registry works end to end through the command line."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+import methods  # noqa: F401  (registers the built-ins)
+from benchmarks.cli import main
+from methods.registry import METHODS
+from tests.helpers import TINY
+
+BUILT_INS = sorted(e.name for e in METHODS if e.source == "built-in")
+
+
+@pytest.mark.parametrize("method", BUILT_INS)
+def test_registered_method_runs_end_to_end(method, store):
+    benchmark = "linreg-icl"
+    code = main(
+        [
+            "run",
+            "--method",
+            method,
+            "--benchmark",
+            benchmark,
+            *TINY,
+            "--set",
+            "eval_chunk=50",
+            "--tracking-uri",
+            store,
+        ]
+    )
+    assert code == 0
+    client = MlflowClient(store)
+    (run,) = client.search_runs([client.get_experiment_by_name(benchmark).experiment_id])
+    assert run.info.status == "FINISHED"
+    assert math.isfinite(run.data.metrics["final/test_loss"])
+
+
+def test_the_registry_holds_every_family():
+    assert {
+        "maml",
+        "fomaml",
+        "anil",
+        "metasgd",
+        "sparse_maml",
+        "sparse_relu_maml",
+        "lsa",
+        "gd",
+        "gdpp",
+        "ridge",
+        "least_squares",
+    } <= set(BUILT_INS)
