@@ -227,8 +227,7 @@ def cmd_run(args, console: Console) -> int:
 def prepare_data(plan) -> None:
     """Load the benchmark's data before anything is recorded; missing or malformed data is
     bad input (exit 2) with a message saying where we looked and what to do."""
-    from datasets.data_root import DataNotFoundError
-    from datasets.images import DatasetFormatError
+    from datasets.data_root import DataNotFoundError, DatasetFormatError
 
     try:
         plan.task.build().prepare()

@@ -69,24 +69,16 @@ _SINUSOID_PROTOCOL = EpisodicConfig(
     checkpoint_every=2000,
 )
 
-register_benchmark(
-    BenchmarkSpec(
-        name="sinusoid-5shot",
-        description="MAML sinusoid regression, 5-shot support, 10 queries, MSE",
-        task=SinusoidConfig(shots=5, queries=10),
-        protocol=_SINUSOID_PROTOCOL,
-        reference="Finn et al. 2017, section 5.1 (MLP 1-40-40-1, inner lr 0.01, meta-batch 25)",
+for _shots in (5, 10):
+    register_benchmark(
+        BenchmarkSpec(
+            name=f"sinusoid-{_shots}shot",
+            description=f"MAML sinusoid regression, {_shots}-shot support, 10 queries, MSE",
+            task=SinusoidConfig(shots=_shots, queries=10),
+            protocol=_SINUSOID_PROTOCOL,
+            reference="Finn et al. 2017, section 5.1 (MLP 1-40-40-1, inner lr 0.01, meta-batch 25)",
+        )
     )
-)
-register_benchmark(
-    BenchmarkSpec(
-        name="sinusoid-10shot",
-        description="MAML sinusoid regression, 10-shot support, 10 queries, MSE",
-        task=SinusoidConfig(shots=10, queries=10),
-        protocol=_SINUSOID_PROTOCOL,
-        reference="Finn et al. 2017, section 5.1",
-    )
-)
 register_benchmark(
     BenchmarkSpec(
         name="linreg-icl",

@@ -1,15 +1,35 @@
-"""Where real datasets live: ``--data-root``, else ``MESABENCH_DATA``, else a per-user cache."""
+"""Where real datasets live (``--data-root``, else ``MESABENCH_DATA``, else a per-user
+cache) and the errors and readers shared by every file loader."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
+import numpy as np
+
 DATA_ENV = "MESABENCH_DATA"
 
 
 class DataNotFoundError(FileNotFoundError):
     """A dataset file is missing; the message says where we looked and how to provide it."""
+
+
+class DatasetFormatError(ValueError):
+    """A dataset file exists but its content is not what the format promises."""
+
+
+def read_npz(path: Path, keys: tuple[str, ...]) -> dict[str, np.ndarray]:
+    """The named arrays of an ``.npz`` file (no pickles), or a DatasetFormatError."""
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            arrays = {key: data[key] for key in keys if key in data.files}
+    except (OSError, ValueError) as err:
+        raise DatasetFormatError(f"{path} is not a readable .npz file: {err}") from None
+    missing = [key for key in keys if key not in arrays]
+    if missing:
+        raise DatasetFormatError(f"{path} lacks keys {missing}; expected {list(keys)}")
+    return arrays
 
 
 def cache_dir() -> Path:

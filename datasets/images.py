@@ -14,11 +14,10 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from datasets.data_root import DatasetFormatError
 from datasets.tasks import TaskBatch
 
-
-class DatasetFormatError(ValueError):
-    """A dataset file exists but its content is not what the format promises."""
+__all__ = ["DatasetFormatError", "ImagePool", "sample_episodes"]
 
 
 @dataclass(frozen=True)

@@ -21,8 +21,8 @@ from typing import Literal
 import numpy as np
 import torch
 
-from datasets.data_root import DataNotFoundError, find_file
-from datasets.images import DatasetFormatError, ImagePool
+from datasets.data_root import DataNotFoundError, DatasetFormatError, find_file
+from datasets.images import ImagePool
 
 FOLDER = "miniimagenet"
 SPLITS = ("train", "val", "test")

@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from datasets.data_root import cache_dir, find_file
-from datasets.images import DatasetFormatError, ImagePool
+from datasets.data_root import DatasetFormatError, cache_dir, find_file, read_npz
+from datasets.images import ImagePool
 
 FILES = {"mnist": "mnist.npz", "fashion_mnist": "fashion_mnist.npz"}
 KEYS = ("x_train", "y_train", "x_test", "y_test")
@@ -19,14 +19,7 @@ def load_mnist_like(name: str, data_root: str | Path | None = None) -> dict[str,
     if name not in FILES:
         raise DatasetFormatError(f"dataset must be one of {sorted(FILES)} (got {name!r})")
     path = find_file(FILES[name], data_root)
-    try:
-        with np.load(path, allow_pickle=False) as data:
-            arrays = {k: data[k] for k in KEYS if k in data.files}
-    except (OSError, ValueError) as err:
-        raise DatasetFormatError(f"{path} is not a readable .npz file: {err}") from None
-    missing = [k for k in KEYS if k not in arrays]
-    if missing:
-        raise DatasetFormatError(f"{path} lacks keys {missing}; expected {list(KEYS)}")
+    arrays = read_npz(path, KEYS)
     for part in ("train", "test"):
         x, y = arrays[f"x_{part}"], arrays[f"y_{part}"]
         if x.dtype != np.uint8 or x.ndim != 3 or x.shape[1:] != (28, 28) or len(y) != len(x):

@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from datasets.data_root import cache_dir, find_file
-from datasets.images import DatasetFormatError, ImagePool
+from datasets.data_root import DatasetFormatError, cache_dir, find_file, read_npz
+from datasets.images import ImagePool
 
 FILE = "omniglot28.npz"
 KEYS = ("images", "alphabet", "character", "background")
@@ -22,14 +22,7 @@ KEYS = ("images", "alphabet", "character", "background")
 def load_omniglot(data_root: str | Path | None = None) -> dict[str, np.ndarray]:
     """The arrays of ``omniglot28.npz`` from the data root, validated."""
     path = find_file(FILE, data_root)
-    try:
-        with np.load(path, allow_pickle=False) as data:
-            arrays = {key: data[key] for key in KEYS if key in data.files}
-    except (OSError, ValueError) as err:
-        raise DatasetFormatError(f"{path} is not a readable .npz file: {err}") from None
-    missing = [k for k in KEYS if k not in arrays]
-    if missing:
-        raise DatasetFormatError(f"{path} lacks keys {missing}; expected {list(KEYS)}")
+    arrays = read_npz(path, KEYS)
     images = arrays["images"]
     if images.dtype != np.uint8 or images.ndim != 4 or images.shape[2:] != (28, 28):
         raise DatasetFormatError(

@@ -22,6 +22,9 @@ TINY = [
     "checkpoint_every=10",
 ]
 
+#: linreg-icl evaluation with enough tasks and queries for ~0.5% sampling error.
+LINREG_EVAL = {"queries": "20", "test_tasks": "10000", "val_tasks": "500", "eval_chunk": "2000"}
+
 
 def python_env(**extra: str) -> dict[str, str]:
     """The current environment with ``extra``'s PYTHONPATH, then the repo root, on the path."""

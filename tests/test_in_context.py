@@ -12,6 +12,7 @@ from datasets.tasks import seeded_generator
 from datasets.tokens import context_tokens, query_tokens, read_prediction
 from methods.attention import LinearSelfAttention, gd_construction, gdpp_construction
 from methods.reference_algorithms import gd_token_predict, ridge_predict
+from tests.helpers import LINREG_EVAL
 
 
 def _batch(tasks=64, d=5, n=7, q=3, r=1.0):
@@ -87,9 +88,6 @@ def test_ridge_and_least_squares_are_exact():
     torch.testing.assert_close(ridge_predict(sx, sy, qx, lam), qx @ w)
 
 
-EVAL = {"queries": "20", "test_tasks": "10000", "val_tasks": "500", "eval_chunk": "2000"}
-
-
 @pytest.mark.parametrize("input_range", [1.0, 0.5])
 def test_gd_reference_matches_the_closed_form(input_range):
     eta, loss = LinRegConfig(input_range=input_range).build().one_step_gd_optimum()
@@ -100,7 +98,7 @@ def test_gd_reference_matches_the_closed_form(input_range):
             "input_range": str(input_range),
             "iterations": "200",
             "val_every": "100",
-            **EVAL,
+            **LINREG_EVAL,
         },
         device="cpu",
     )
@@ -115,7 +113,7 @@ def test_gd_reference_matches_the_closed_form(input_range):
 
 
 def test_more_gd_steps_and_gdpp_improve_on_one_step():
-    common = {"input_range": "0.5", "iterations": "300", "val_every": "150", **EVAL}
+    common = {"input_range": "0.5", "iterations": "300", "val_every": "150", **LINREG_EVAL}
     one = execute(plan_run("gd", "linreg-icl", overrides=common, device="cpu"), MemoryRecorder())[
         "final/test_loss"
     ]
@@ -167,7 +165,7 @@ def test_trained_one_layer_lsa_matches_one_gd_step():
     plan = plan_run(
         "lsa",
         "linreg-icl",
-        overrides={"input_range": "0.5", "iterations": "3000", **EVAL},
+        overrides={"input_range": "0.5", "iterations": "3000", **LINREG_EVAL},
         device="cpu",
     )
     final = execute(plan, MemoryRecorder())

@@ -7,9 +7,7 @@ import pytest
 from benchmarks.recording import MemoryRecorder
 from benchmarks.runner import build_method, execute, plan_run
 from datasets.regression import LinRegConfig
-
-# Enough test tasks and queries that the sampling error (~0.5%) is well inside 2%.
-EVAL = {"queries": "20", "test_tasks": "10000", "val_tasks": "500", "eval_chunk": "2000"}
+from tests.helpers import LINREG_EVAL
 
 
 @pytest.mark.parametrize("input_range", [1.0, 0.5])
@@ -24,7 +22,7 @@ def test_maml_one_step_at_optimal_rate_matches_closed_form(input_range):
             "iterations": "100",
             "val_every": "50",
             "inner_steps": "1",
-            **EVAL,
+            **LINREG_EVAL,
         },
         device="cpu",
     )
@@ -48,7 +46,7 @@ def test_metasgd_learns_the_optimal_scalar_rate():
             "iterations": "1500",
             "val_every": "500",
             "meta_batch": "512",
-            **EVAL,
+            **LINREG_EVAL,
         },
         device="cpu",
     )
