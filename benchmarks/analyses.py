@@ -1,5 +1,8 @@
 """Analyses run automatically after the meta-test of in-context learners.
 
+Loss by position (causal sequence tasks): the in-context learning curve, mean loss at each
+step t over held-out sequences.
+
 Alignment with one step of GD (von Oswald et al. 2023): over held-out linear-regression
 tasks, mean |y_model - y_GD|, mean ||s_model - s_GD|| and mean cosine(s_model, s_GD), where
 s = d y_hat / d x_query and GD uses the rate fitted in closed form on separate tasks.
@@ -18,7 +21,19 @@ ANALYSIS, FIT = 4, 5  # seed roles, distinct from train / validation / test
 
 
 def applies(method: object, source: TaskSource) -> bool:
-    return isinstance(method, InContextMethod) and source.problem.loss == "half_mse"
+    """Whether the GD alignment analysis applies (in-context learner, linear regression)."""
+    return (
+        isinstance(method, InContextMethod)
+        and source.problem.loss == "half_mse"
+        and not source.problem.causal
+    )
+
+
+def loss_by_position(method, source: TaskSource, tasks: int = 1000, seed: int = 0) -> Tensor:
+    """Mean 0.5 ||target - prediction||^2 at every position of held-out sequences."""
+    batch = source.sample(tasks, seeded_generator(ANALYSIS, seed, device=method.device))
+    pred = method.predict(batch.support_x, batch.support_y, batch.query_x)
+    return 0.5 * (pred - batch.query_y).pow(2).sum(-1).mean(0).cpu()
 
 
 def _with_sensitivity(predict, sx: Tensor, sy: Tensor, qx: Tensor) -> tuple[Tensor, Tensor]:

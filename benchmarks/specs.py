@@ -14,6 +14,7 @@ from typing import Any
 
 from benchmarks.config import as_dict
 from benchmarks.protocols import EpisodicConfig
+from datasets.dynamics import LinDynConfig
 from datasets.fewshot import FewShotConfig
 from datasets.regression import LinRegConfig, SinusoidConfig
 from methods.registry import BUILTIN, Registry
@@ -101,6 +102,27 @@ register_benchmark(
             "von Oswald et al. 2023 (paper text: U(-1,1); the public code used U(-0.5,0.5): "
             "--set input_range=0.5)"
         ),
+    )
+)
+
+
+register_benchmark(
+    BenchmarkSpec(
+        name="lindyn",
+        description="autoregressive linear dynamics: D=10, T=50, random orthogonal W* per "
+        "sequence, noise 0.01; causal, loss 0.5||s_t+1 - f_t||^2 averaged over t",
+        task=LinDynConfig(dim=10, length=50, noise=0.01),
+        protocol=EpisodicConfig(
+            iterations=2000,
+            meta_batch=64,
+            val_every=500,
+            val_tasks=500,
+            test_tasks=2000,
+            eval_steps=(1,),
+            eval_chunk=500,
+            checkpoint_every=1000,
+        ),
+        reference="von Oswald et al. 2023, mesa-layer (thesis ch. 3)",
     )
 )
 

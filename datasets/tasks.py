@@ -8,7 +8,7 @@ from typing import Literal, Protocol
 import torch
 from torch import Tensor
 
-LossKind = Literal["mse", "half_mse", "cross_entropy"]
+LossKind = Literal["mse", "half_mse", "half_sse", "cross_entropy"]
 Split = Literal["train", "val", "test"]
 
 
@@ -47,6 +47,9 @@ class Problem:
     output_dim: int
     loss: LossKind
     network: str  # the benchmark's default network for gradient-based learners
+    #: Sequence tasks: support and query are the same sequence, and the prediction at
+    #: position t may use positions <= t only.
+    causal: bool = False
 
 
 class TaskSource(Protocol):

@@ -30,7 +30,7 @@ class InContextMethod(Method):
 
     @classmethod
     def check_problem(cls, problem: Problem) -> None:
-        if problem.loss == "cross_entropy" or len(problem.input_shape) != 1:
+        if problem.loss == "cross_entropy" or len(problem.input_shape) != 1 or problem.causal:
             raise ConfigError(
                 "in-context learners need a flat regression benchmark (e.g. linreg-icl, "
                 f"sinusoid-5shot), not inputs of shape {problem.input_shape} with "

@@ -14,6 +14,8 @@ def task_loss(prediction: Tensor, target: Tensor, kind: LossKind) -> Tensor:
         return F.mse_loss(prediction, target)
     if kind == "half_mse":
         return 0.5 * F.mse_loss(prediction, target)
+    if kind == "half_sse":
+        return 0.5 * (prediction - target).pow(2).sum(-1).mean()
     if kind == "cross_entropy":
         return F.cross_entropy(prediction, target)
     raise ValueError(f"unknown loss kind {kind!r}")
@@ -25,6 +27,8 @@ def per_task_loss(prediction: Tensor, target: Tensor, kind: LossKind) -> Tensor:
         logits = prediction.flatten(0, 1)
         losses = F.cross_entropy(logits, target.flatten(), reduction="none")
         return losses.view(target.shape).mean(dim=1)
+    if kind == "half_sse":  # 0.5 ||error||^2 per point, averaged over points
+        return 0.5 * (prediction - target).pow(2).sum(-1).flatten(1).mean(dim=1)
     squared = (prediction - target).pow(2).flatten(1).mean(dim=1)
     return 0.5 * squared if kind == "half_mse" else squared
 

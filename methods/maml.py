@@ -93,6 +93,14 @@ class GradientMetaLearner(Method):
     protocols = frozenset({"episodic"})
     uses_inner_steps = True
 
+    @classmethod
+    def check_problem(cls, problem: Problem) -> None:
+        if problem.causal:
+            raise ConfigError(
+                "gradient learners adapt on a support set, which a causal sequence benchmark "
+                "does not separate from its queries"
+            )
+
     def __init__(self, config: MAMLConfig, problem: Problem, device: torch.device):
         super().__init__(config, problem, device)
         name = problem.network if config.network == "default" else config.network

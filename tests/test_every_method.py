@@ -15,9 +15,21 @@ from tests.helpers import TINY
 BUILT_INS = sorted(e.name for e in METHODS if e.source == "built-in")
 
 
+def _benchmark_for(method: str) -> str:
+    """A synthetic benchmark the method accepts: regression tasks, else sequences."""
+    from benchmarks.config import ConfigError
+    from datasets.regression import LinRegConfig
+
+    try:
+        METHODS.get(method).value.cls.check_problem(LinRegConfig().build().problem)
+    except ConfigError:
+        return "lindyn"
+    return "linreg-icl"
+
+
 @pytest.mark.parametrize("method", BUILT_INS)
 def test_registered_method_runs_end_to_end(method, store):
-    benchmark = "linreg-icl"
+    benchmark = _benchmark_for(method)
     code = main(
         [
             "run",

@@ -193,6 +193,12 @@ class EpisodicProtocol:
 
         if analyses.applies(method, self.source):
             final.update(analyses.gd_alignment(method, self.source, seed=c.test_seed))
+        if self.source.problem.causal:
+            curve = analyses.loss_by_position(method, self.source, seed=c.test_seed)
+            for t, value in enumerate(curve.tolist(), start=1):
+                self.recorder.log_metrics({"analysis/loss_by_t": value}, step=t)
+            for t in sorted({1, 5, 10, len(curve)}):
+                final[f"final/loss_t{t}"] = curve[t - 1].item()
         final["final/train_time_s"] = train_time
         final["final/best_iteration"] = float(best.iteration if c.select_best else c.iterations)
         final["final/num_params"] = float(method.num_parameters())

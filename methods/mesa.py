@@ -1,0 +1,77 @@
+"""The mesa layer: attention that solves a ridge regression in its forward pass.
+
+Per head, at every step t: W_t = argmin_W 0.5 sum_{t'<=t} ||v_t' - W k_t'||^2 + ||W||^2/(2 lam),
+i.e. W_t = (sum v k^T) R_t with R_t = (sum k k^T + I/lam)^-1, and the output is P W_t q_t.
+Two forms compute the same causal outputs:
+
+- ``recurrent``: Sherman-Morrison updates of R_t from R_0 = lam I, O(d^2) state per head;
+- ``parallel``: cumulative sums of k k^T and v k^T and one batched solve per step (training).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import torch
+from torch import Tensor, nn
+
+
+def mesa_recurrent(keys: Tensor, values: Tensor, queries: Tensor, lam: Tensor) -> Tensor:
+    """``[B, T, d]`` keys/queries, ``[B, T, e]`` values -> ``[B, T, e]`` outputs W_t q_t."""
+    batch, steps, d = keys.shape
+    eye = torch.eye(d, dtype=keys.dtype, device=keys.device)
+    inverse = lam.view(-1, 1, 1) * eye.expand(batch, d, d)  # R_0 = lam I
+    memory = keys.new_zeros(batch, values.shape[-1], d)  # sum v k^T
+    outputs = []
+    for t in range(steps):
+        k, v, q = keys[:, t, :, None], values[:, t, :, None], queries[:, t, :, None]
+        rk = inverse @ k
+        inverse = inverse - (rk @ rk.transpose(1, 2)) / (1 + k.transpose(1, 2) @ rk)
+        memory = memory + v @ k.transpose(1, 2)
+        outputs.append((memory @ (inverse @ q))[..., 0])
+    return torch.stack(outputs, dim=1)
+
+
+def mesa_parallel(keys: Tensor, values: Tensor, queries: Tensor, lam: Tensor) -> Tensor:
+    """The same outputs from cumulative sums and a batched solve at every step."""
+    d = keys.shape[-1]
+    eye = torch.eye(d, dtype=keys.dtype, device=keys.device)
+    gram = torch.cumsum(keys[..., :, None] * keys[..., None, :], dim=1)  # [B, T, d, d]
+    gram = gram + eye / lam.view(-1, 1, 1, 1)
+    memory = torch.cumsum(values[..., :, None] * keys[..., None, :], dim=1)  # [B, T, e, d]
+    solved = torch.linalg.solve(gram, queries[..., None])  # R_t q_t (gram is symmetric)
+    return (memory @ solved)[..., 0]
+
+
+class MesaLayer(nn.Module):
+    """Multi-head causal mesa layer with a learnable ridge strength per head, residual."""
+
+    def __init__(
+        self,
+        dim: int,
+        heads: int = 1,
+        head_dim: int | None = None,
+        lam: float = 1.0,
+        init_std: float = 0.02,
+        form: Literal["parallel", "recurrent"] = "parallel",
+    ):
+        super().__init__()
+        head_dim = head_dim or dim
+        self.heads, self.head_dim, self.form = heads, head_dim, form
+
+        def weights(rows: int, cols: int) -> nn.Parameter:
+            return nn.Parameter(init_std * torch.randn(heads, rows, cols))
+
+        self.key, self.query = weights(head_dim, dim), weights(head_dim, dim)
+        self.value, self.projection = weights(dim, dim), weights(dim, dim)
+        self.log_lam = nn.Parameter(torch.full((heads,), float(torch.log(torch.tensor(lam)))))
+
+    def forward(self, tokens: Tensor) -> Tensor:
+        batch = tokens.shape[0]
+        k = torch.einsum("hkd,btd->hbtk", self.key, tokens).flatten(0, 1)
+        q = torch.einsum("hkd,btd->hbtk", self.query, tokens).flatten(0, 1)
+        v = torch.einsum("hed,btd->hbte", self.value, tokens).flatten(0, 1)
+        lam = self.log_lam.exp().repeat_interleave(batch)
+        solve = mesa_parallel if self.form == "parallel" else mesa_recurrent
+        out = solve(k, v, q, lam).unflatten(0, (self.heads, batch))  # [H, B, T, D]
+        return tokens + torch.einsum("hed,hbtd->bte", self.projection, out)

@@ -1,0 +1,41 @@
+"""The mesa layer equals ridge regression at every step, in both of its forms."""
+
+from __future__ import annotations
+
+import torch
+
+from methods.mesa import MesaLayer, mesa_parallel, mesa_recurrent
+
+
+def _ridge_at_every_step(keys, values, queries, lam):
+    outs = []
+    for t in range(keys.shape[1]):
+        k, v = keys[:, : t + 1], values[:, : t + 1]
+        eye = torch.eye(keys.shape[-1], dtype=keys.dtype)
+        # W = argmin 0.5 sum ||v - W k||^2 + ||W||^2 / (2 lam)  =>  W (K^T K + I/lam) = V^T K
+        gram = k.transpose(1, 2) @ k + eye / lam.view(-1, 1, 1)
+        w = torch.linalg.solve(gram, (v.transpose(1, 2) @ k).transpose(1, 2)).transpose(1, 2)
+        outs.append((w @ queries[:, t, :, None])[..., 0])
+    return torch.stack(outs, dim=1)
+
+
+def test_both_forms_equal_the_ridge_solution_at_every_step():
+    torch.manual_seed(0)
+    keys, values, queries = (torch.randn(3, 12, 4, dtype=torch.float64) for _ in range(3))
+    values = values[..., :3]
+    lam = torch.tensor([0.5, 1.0, 4.0], dtype=torch.float64)
+    expected = _ridge_at_every_step(keys, values, queries, lam)
+    torch.testing.assert_close(mesa_parallel(keys, values, queries, lam), expected)
+    torch.testing.assert_close(mesa_recurrent(keys, values, queries, lam), expected)
+
+
+def test_layer_forms_agree_and_are_causal():
+    torch.manual_seed(1)
+    layer = MesaLayer(6, heads=2, init_std=0.3).double()
+    tokens = torch.randn(2, 9, 6, dtype=torch.float64)
+    parallel = layer(tokens)
+    layer.form = "recurrent"
+    torch.testing.assert_close(layer(tokens), parallel)
+    changed = tokens.clone()
+    changed[:, 5:] += 1.0  # the future must not change the past
+    torch.testing.assert_close(layer(changed)[:, :5], parallel[:, :5])

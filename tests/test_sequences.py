@@ -1,0 +1,51 @@
+"""Autoregressive linear dynamics and the causal sequence learners on it."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from benchmarks.config import ConfigError
+from benchmarks.recording import MemoryRecorder
+from benchmarks.runner import execute, plan_run
+from datasets.dynamics import LinDynConfig, random_orthogonal
+from datasets.tasks import seeded_generator
+
+
+def test_lindyn_sequences_follow_an_orthogonal_map():
+    w = random_orthogonal(5, 10, seeded_generator(0))
+    eye = torch.eye(10).expand(5, 10, 10)
+    torch.testing.assert_close(w @ w.transpose(1, 2), eye, atol=1e-5, rtol=0)
+    batch = LinDynConfig(noise=0.0).build().sample(4, seeded_generator(1))
+    assert batch.support_x.shape == (4, 49, 10)
+    assert torch.equal(batch.support_x[:, 1:], batch.support_y[:, :-1])  # shifted by one
+    norms = torch.cat([batch.support_x, batch.support_y[:, -1:]], 1).norm(dim=-1)
+    torch.testing.assert_close(norms, norms[:, :1].expand_as(norms))  # orthogonal: no decay
+    # Noiseless: s_{t+1} = W s_t, so the map is recoverable from the sequence itself.
+    x, y = batch.support_x[0], batch.support_y[0]
+    w_hat = torch.linalg.lstsq(x, y).solution.T
+    torch.testing.assert_close(x @ w_hat.T, y, atol=1e-4, rtol=0)
+
+
+def test_only_sequence_learners_accept_causal_benchmarks():
+    with pytest.raises(ConfigError, match="causal sequence benchmark"):
+        plan_run("maml", "lindyn", device="cpu")
+    with pytest.raises(ConfigError, match="flat regression"):
+        plan_run("lsa", "lindyn", device="cpu")
+    with pytest.raises(ConfigError, match="sequence learners need"):
+        plan_run("mesa", "linreg-icl", device="cpu")
+
+
+def test_mesa_learns_in_context_and_logs_the_loss_by_position():
+    plan = plan_run(
+        "mesa",
+        "lindyn",
+        overrides={"iterations": "200", "val_every": "100", "test_tasks": "200", "length": "20"},
+        device="cpu",
+    )
+    recorder = MemoryRecorder()
+    final = execute(plan, recorder)
+    curve = [value for _, value in recorder.metrics["analysis/loss_by_t"]]
+    assert len(curve) == 19
+    assert final["final/loss_t19"] == pytest.approx(curve[-1])
+    assert final["final/test_loss"] < 5.0  # the zero predictor's loss is 0.5 * D = 5
