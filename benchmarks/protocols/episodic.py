@@ -189,16 +189,7 @@ class EpisodicProtocol:
         if c.select_best and best.state is not None:
             method.load_state_dict(best.state)
         final = self.meta_test(method)
-        from benchmarks import analyses
-
-        if analyses.applies(method, self.source):
-            final.update(analyses.gd_alignment(method, self.source, seed=c.test_seed))
-        if self.source.problem.causal:
-            curve = analyses.loss_by_position(method, self.source, seed=c.test_seed)
-            for t, value in enumerate(curve.tolist(), start=1):
-                self.recorder.log_metrics({"analysis/loss_by_t": value}, step=t)
-            for t in sorted({1, 5, 10, len(curve)}):
-                final[f"final/loss_t{t}"] = curve[t - 1].item()
+        final.update(self.analyse(method))
         final["final/train_time_s"] = train_time
         final["final/best_iteration"] = float(best.iteration if c.select_best else c.iterations)
         final["final/num_params"] = float(method.num_parameters())
@@ -206,6 +197,25 @@ class EpisodicProtocol:
             final.update({f"final/sparsity/{k}": v for k, v in final_sparsity.items()})
             final["final/sparsity/overall"] = overall_sparsity(method, final_sparsity)
         self.recorder.log_metrics(final, step=c.iterations)
+        self.log_figures(curves, sparsity_history, final_sparsity)
+        return final
+
+    def analyse(self, method: Method) -> dict[str, float]:
+        """The analyses that apply to this method and task family (in-context learners)."""
+        from benchmarks import analyses
+
+        seed, final = self.config.test_seed, {}
+        if analyses.applies(method, self.source):
+            final.update(analyses.gd_alignment(method, self.source, seed=seed))
+        if self.source.problem.causal:
+            curve = analyses.loss_by_position(method, self.source, seed=seed)
+            for t, value in enumerate(curve.tolist(), start=1):
+                self.recorder.log_metrics({"analysis/loss_by_t": value}, step=t)
+            for t in sorted({1, 5, 10, len(curve)}):
+                final[f"final/loss_t{t}"] = curve[t - 1].item()
+        return final
+
+    def log_figures(self, curves, sparsity_history, final_sparsity) -> None:
         from benchmarks.plots import (
             learning_curve_figure,
             sparsity_by_depth_figure,
@@ -221,7 +231,6 @@ class EpisodicProtocol:
                 sparsity_by_depth_figure(final_sparsity), "sparsity_by_depth.png"
             )
             self.recorder.log_text(sparsity_table(final_sparsity), "sparsity_per_tensor.csv")
-        return final
 
     def meta_test(self, method: Method) -> dict[str, float]:
         c = self.config
