@@ -172,3 +172,32 @@ def test_trained_one_layer_lsa_matches_one_gd_step():
     _, gd_loss = LinRegConfig(input_range=0.5).build().one_step_gd_optimum()
     assert final["final/test_loss"] == pytest.approx(gd_loss, rel=0.01)
     assert final["final/align/sens_cosine"] >= 0.99
+
+
+def test_interleaved_tokens_are_the_natural_sequence():
+    from datasets.tokens import interleaved_tokens
+
+    sx, sy, qx, _ = _batch(tasks=2, d=3, n=4, q=2)
+    tokens = interleaved_tokens(sx, sy, qx)
+    assert tokens.shape == (4, 9, 4)
+    seq = tokens[1]  # task 0, query 1
+    torch.testing.assert_close(seq[0, :3], sx[0, 0])
+    assert seq[0, 3] == 0 and torch.all(seq[1, :3] == 0) and seq[1, 3] == sy[0, 0, 0]
+    torch.testing.assert_close(seq[-1, :3], qx[0, 1])
+    assert seq[-1, 3] == 0
+
+
+def test_gdssm_construction_is_one_gd_step():
+    from methods.ssm import GDSSM, gdssm_construction
+
+    sx, sy, qx, _ = _batch()
+    d, n, eta = sx.shape[2], sx.shape[1], 1.3
+    plan = plan_run("gdssm", "linreg-icl", overrides={"dim": str(d), "shots": str(n)}, device="cpu")
+    method = build_method(plan)
+    assert isinstance(method, GDSSM)
+    method.model.double()
+    with torch.no_grad():
+        for name, value in gdssm_construction(d, eta, n).items():
+            getattr(method.model, name).copy_(value)
+    expected = _weight_space_gd(sx, sy, qx, [eta])
+    torch.testing.assert_close(method.forward(sx, sy, qx), expected, atol=1e-5, rtol=0)
