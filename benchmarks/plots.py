@@ -65,3 +65,26 @@ def sparsity_table(final: dict[str, float]) -> str:
     rows = ["tensor,depth,sparsity"]
     rows += [f"{name},{depth},{value:.6f}" for depth, (name, value) in enumerate(final.items())]
     return "\n".join(rows) + "\n"
+
+
+def icl_curves_figure(curves) -> Figure:
+    """Loss vs context size, and vs input / teacher scale, for the model, GD and ridge."""
+    fig, axes = plt.subplots(1, 3, figsize=(12, 3.6))
+    titles = {
+        "context": "context points",
+        "ood_input": "input scale alpha",
+        "ood_teacher": "teacher scale alpha",
+    }
+    for ax, (name, points) in zip(axes, curves.items(), strict=True):
+        xs = [x for x, _ in points]
+        for i, label in enumerate(("model", "GD (1 step)", "ridge")):
+            if name != "context" and i == 2:
+                continue
+            ax.plot(xs, [v[i] for _, v in points], marker="o", label=label)
+        ax.set_xlabel(titles[name])
+        ax.set_yscale("log")
+        ax.set_title(name.replace("_", " "))
+    axes[0].set_ylabel("loss (0.5 squared error)")
+    axes[0].legend()
+    fig.tight_layout()
+    return fig

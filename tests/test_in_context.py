@@ -201,3 +201,31 @@ def test_gdssm_construction_is_one_gd_step():
             getattr(method.model, name).copy_(value)
     expected = _weight_space_gd(sx, sy, qx, [eta])
     torch.testing.assert_close(method.forward(sx, sy, qx), expected, atol=1e-5, rtol=0)
+
+
+def test_context_and_ood_curves_are_logged_beside_gd_and_ridge():
+    recorder = MemoryRecorder()
+    plan = plan_run(
+        "gd",
+        "linreg-icl",
+        overrides={
+            "input_range": "0.5",
+            "iterations": "20",
+            "val_every": "10",
+            "test_tasks": "200",
+        },
+        device="cpu",
+    )
+    final = execute(plan, recorder)
+    model = dict(recorder.metrics["analysis/context_model"])
+    gd = dict(recorder.metrics["analysis/context_gd"])
+    ridge = dict(recorder.metrics["analysis/context_ridge"])
+    assert sorted(model) == list(range(1, 11))
+    # The gd method is one GD step; its rate was fitted on other tasks than the analysis'.
+    assert model[10] == pytest.approx(gd[10], rel=1e-3)
+    assert ridge[10] < 0.01 < ridge[1]  # N = d: ridge solves it; one point does not
+    assert model[1] > model[10]
+    ood = dict(recorder.metrics["analysis/ood_input_model"])
+    assert sorted(ood) == [50, 75, 100, 150, 200] and ood[200] > ood[100]
+    assert final["final/ood/input_x2_model"] == pytest.approx(ood[200])
+    assert "icl_curves.png" in recorder.artifacts

@@ -207,6 +207,9 @@ class EpisodicProtocol:
         seed, final = self.config.test_seed, {}
         if analyses.applies(method, self.source):
             final.update(analyses.gd_alignment(method, self.source, seed=seed))
+            final.update(
+                analyses.context_and_ood_curves(method, self.source, self.recorder, seed=seed)
+            )
         if self.source.problem.causal:
             curve = analyses.loss_by_position(method, self.source, seed=seed)
             for t, value in enumerate(curve.tolist(), start=1):
