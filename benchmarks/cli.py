@@ -124,13 +124,12 @@ def cmd_show(args, console: Console) -> int:
 
     from benchmarks.config import apply_overrides, as_dict
     from benchmarks.runner import benchmark_spec, plan_run
-    from benchmarks.specs import resolve_sections
 
     spec = benchmark_spec(args.benchmark)
     overrides = parse_overrides(args.overrides)
     body = json.loads(spec.describe())
     if args.method is None:
-        sections = apply_overrides(resolve_sections(spec), overrides)
+        sections = apply_overrides(spec.sections(), overrides)
     else:
         plan = plan_run(args.method, args.benchmark, 0, overrides, device="cpu")
         sections = plan.sections()

@@ -22,7 +22,6 @@ class MemoryRecorder:
     def __init__(self) -> None:
         self.metrics: dict[str, list[tuple[int, float]]] = {}
         self.checkpoint: dict[str, Any] | None = None
-        self.checkpoints_saved = 0
         self.artifacts: dict[str, Any] = {}
 
     def log_metrics(self, metrics: dict[str, float], step: int) -> None:
@@ -31,13 +30,9 @@ class MemoryRecorder:
 
     def save_checkpoint(self, state: dict[str, Any]) -> None:
         self.checkpoint = state
-        self.checkpoints_saved += 1
 
     def log_figure(self, figure: Any, path: str) -> None:
         self.artifacts[path] = figure
 
     def log_text(self, text: str, path: str) -> None:
         self.artifacts[path] = text
-
-    def last(self, key: str) -> float:
-        return self.metrics[key][-1][1]

@@ -24,7 +24,7 @@ from benchmarks.config import (
 from benchmarks.plugins import load_plugins
 from benchmarks.protocols import PROTOCOLS
 from benchmarks.recording import Recorder
-from benchmarks.specs import BENCHMARKS, BenchmarkSpec, resolve_sections
+from benchmarks.specs import BENCHMARKS, BenchmarkSpec
 from methods.api import Method
 from methods.registry import METHODS, MethodEntry
 
@@ -130,7 +130,7 @@ def plan_run(
         )
     if seed < 0:
         raise ConfigError(f"seed must be >= 0 (got {seed})")
-    sections = resolve_sections(spec)
+    sections = spec.sections()  # frozen configs: overrides make new ones
     entry.cls.check_problem(sections["task"].build().problem)
     if preset is not None and preset not in spec.presets:
         allowed = ", ".join(sorted(spec.presets)) or "none"

@@ -6,7 +6,6 @@ overridable from the command line with ``--set key=value``.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -204,8 +203,3 @@ for _shots, _batch in ((1, 4), (5, 2)):
             "50.35 / 67.03 (Conv-4)",
         )
     )
-
-
-def resolve_sections(spec: BenchmarkSpec) -> dict[str, Any]:
-    """The spec's config sections, copied so that overrides never touch the registry."""
-    return {k: dataclasses.replace(v) for k, v in spec.sections().items()}

@@ -62,9 +62,6 @@ class Registry(Generic[T]):
     def __iter__(self) -> Iterator[Entry[T]]:
         return iter(sorted(self.entries.values(), key=lambda e: e.name))
 
-    def __contains__(self, name: object) -> bool:
-        return name in self.entries
-
 
 @dataclass(frozen=True)
 class MethodEntry:
