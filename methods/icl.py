@@ -152,17 +152,15 @@ class GDReference(InContextMethod):
         return gd_token_predict(support_x, support_y, query_x, self.model.etas, gammas)
 
     def meta_train_step(self, batch: TaskBatch) -> dict[str, float]:
-        if torch.isnan(self.model.etas).any() or self.closed_form:
+        # One step: the closed form over every batch so far. K > 1 or GD++: the first batch
+        # starts every step at the one-step rate, then Adam fits them.
+        if self.closed_form or torch.isnan(self.model.etas).any():
             num, den = optimal_one_step_rate(*batch)
             with torch.no_grad():
                 self.model.moments += torch.stack([num, den]).double()
                 eta = self.model.moments[0] / self.model.moments[1] * batch.support_x.shape[1]
-                if self.closed_form or torch.isnan(self.model.etas).any():
-                    self.model.etas.fill_(float(eta))  # later steps start from the 1-step rate
+                self.model.etas.fill_(float(eta))
         return super().meta_train_step(batch)
-
-    def tensor_sizes(self) -> dict[str, int]:
-        return {}
 
 
 class GDPlusPlusReference(GDReference):

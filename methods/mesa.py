@@ -43,7 +43,37 @@ def mesa_parallel(keys: Tensor, values: Tensor, queries: Tensor, lam: Tensor) ->
     return (memory @ solved)[..., 0]
 
 
-class MesaLayer(nn.Module):
+class CausalMixer(nn.Module):
+    """Per-head key, query and value projections, a causal mix, and a residual projection P.
+
+    Subclasses define ``mix(keys, values, queries)`` on ``[H, B, T, .]`` tensors.
+    """
+
+    def __init__(
+        self, dim: int, heads: int = 1, head_dim: int | None = None, init_std: float = 0.02
+    ):
+        super().__init__()
+        head_dim = head_dim or dim
+        self.heads, self.head_dim = heads, head_dim
+
+        def weights(rows: int, cols: int) -> nn.Parameter:
+            return nn.Parameter(init_std * torch.randn(heads, rows, cols))
+
+        self.key, self.query = weights(head_dim, dim), weights(head_dim, dim)
+        self.value, self.projection = weights(dim, dim), weights(dim, dim)
+
+    def mix(self, keys: Tensor, values: Tensor, queries: Tensor) -> Tensor:
+        raise NotImplementedError
+
+    def forward(self, tokens: Tensor) -> Tensor:
+        k = torch.einsum("hkd,btd->hbtk", self.key, tokens)
+        q = torch.einsum("hkd,btd->hbtk", self.query, tokens)
+        v = torch.einsum("hed,btd->hbte", self.value, tokens)
+        out = self.mix(k, v, q)  # [H, B, T, D]
+        return tokens + torch.einsum("hed,hbtd->bte", self.projection, out)
+
+
+class MesaLayer(CausalMixer):
     """Multi-head causal mesa layer with a learnable ridge strength per head, residual."""
 
     def __init__(
@@ -55,23 +85,13 @@ class MesaLayer(nn.Module):
         init_std: float = 0.02,
         form: Literal["parallel", "recurrent"] = "parallel",
     ):
-        super().__init__()
-        head_dim = head_dim or dim
-        self.heads, self.head_dim, self.form = heads, head_dim, form
-
-        def weights(rows: int, cols: int) -> nn.Parameter:
-            return nn.Parameter(init_std * torch.randn(heads, rows, cols))
-
-        self.key, self.query = weights(head_dim, dim), weights(head_dim, dim)
-        self.value, self.projection = weights(dim, dim), weights(dim, dim)
+        super().__init__(dim, heads, head_dim, init_std)
+        self.form = form
         self.log_lam = nn.Parameter(torch.full((heads,), float(torch.log(torch.tensor(lam)))))
 
-    def forward(self, tokens: Tensor) -> Tensor:
-        batch = tokens.shape[0]
-        k = torch.einsum("hkd,btd->hbtk", self.key, tokens).flatten(0, 1)
-        q = torch.einsum("hkd,btd->hbtk", self.query, tokens).flatten(0, 1)
-        v = torch.einsum("hed,btd->hbte", self.value, tokens).flatten(0, 1)
+    def mix(self, keys: Tensor, values: Tensor, queries: Tensor) -> Tensor:
+        heads, batch = keys.shape[:2]
         lam = self.log_lam.exp().repeat_interleave(batch)
         solve = mesa_parallel if self.form == "parallel" else mesa_recurrent
-        out = solve(k, v, q, lam).unflatten(0, (self.heads, batch))  # [H, B, T, D]
-        return tokens + torch.einsum("hed,hbtd->bte", self.projection, out)
+        out = solve(keys.flatten(0, 1), values.flatten(0, 1), queries.flatten(0, 1), lam)
+        return out.unflatten(0, (heads, batch))

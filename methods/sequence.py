@@ -15,21 +15,17 @@ from torch import Tensor, nn
 from benchmarks.config import ConfigError, param
 from datasets.tasks import Problem
 from methods.icl import InContextMethod
-from methods.mesa import MesaLayer
+from methods.mesa import CausalMixer, MesaLayer
 from methods.registry import register_method
 
 
-class CausalLinearAttention(MesaLayer):
+class CausalLinearAttention(CausalMixer):
     """Causal linear self-attention, out_t = P (sum_{t'<=t} v_t' k_t'^T) q_t: the mesa layer
     without the inverse, i.e. one gradient step instead of the ridge solution."""
 
-    def forward(self, tokens: Tensor) -> Tensor:
-        k = torch.einsum("hkd,btd->hbtk", self.key, tokens)
-        q = torch.einsum("hkd,btd->hbtk", self.query, tokens)
-        v = torch.einsum("hed,btd->hbte", self.value, tokens)
-        memory = torch.cumsum(v[..., :, None] * k[..., None, :], dim=2)  # [H, B, T, e, k]
-        out = (memory @ q[..., None])[..., 0]
-        return tokens + torch.einsum("hed,hbtd->bte", self.projection, out)
+    def mix(self, keys: Tensor, values: Tensor, queries: Tensor) -> Tensor:
+        memory = torch.cumsum(values[..., :, None] * keys[..., None, :], dim=2)  # [H,B,T,e,k]
+        return (memory @ queries[..., None])[..., 0]
 
 
 @dataclass(frozen=True)
@@ -55,11 +51,14 @@ class SequenceLearner(InContextMethod):
 
     def build_model(self, dim: int) -> nn.Module:
         c = self.config
-        layer = MesaLayer if c.mixer == "mesa" else CausalLinearAttention
+
+        def layer() -> CausalMixer:
+            if c.mixer == "mesa":
+                return MesaLayer(2 * dim, c.heads, lam=c.lam, init_std=c.init_std)
+            return CausalLinearAttention(2 * dim, c.heads, init_std=c.init_std)
+
         model = nn.Module()
-        model.layers = nn.ModuleList(
-            layer(2 * dim, c.heads, lam=c.lam, init_std=c.init_std) for _ in range(c.layers)
-        )
+        model.layers = nn.ModuleList(layer() for _ in range(c.layers))
         model.readout = nn.Linear(2 * dim, dim)
         return model
 
