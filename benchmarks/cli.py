@@ -135,6 +135,8 @@ def cmd_show(args, console: Console) -> int:
         sections = plan.sections()
         body["method"] = {"name": plan.method_name, **as_dict(plan.method)}
     body["task"], body["protocol"] = as_dict(sections["task"]), as_dict(sections["protocol"])
+    if hasattr(sections["task"], "derived"):  # e.g. a stream's angles, drawn from its seed
+        body["derived"] = sections["task"].derived()
     console.print_json(json.dumps(body, default=str))
     return EXIT_OK
 
@@ -202,7 +204,7 @@ def cmd_run(args, console: Console) -> int:
     completed = 0 if checkpoint is None else checkpoint["iteration"]
     try:
         with TrainingProgress(
-            plan.protocol.iterations, completed, f"{plan.method_name}", console
+            plan.protocol.total_steps(plan.task), completed, f"{plan.method_name}", console
         ) as progress:
             final = execute(plan, tracker, progress=progress, checkpoint=checkpoint)
     except KeyboardInterrupt:

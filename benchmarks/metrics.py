@@ -29,3 +29,36 @@ def mean_std(values: Sequence[float]) -> tuple[float, float]:
     if t.numel() == 0:
         return math.nan, math.nan
     return t.mean().item(), (t.std(unbiased=True).item() if t.numel() > 1 else 0.0)
+
+
+def continual_metrics(
+    matrix: torch.Tensor, initial: torch.Tensor | None = None
+) -> dict[str, float]:
+    """Scores of a continual run from its accuracy matrix.
+
+    ``matrix[t, j]`` is the accuracy on task ``j`` after training on tasks ``0..t``;
+    ``initial[j]`` the accuracy of the untrained learner on task ``j`` (for forward transfer).
+
+    - ``ra``: retained accuracy, mean of the last row;
+    - ``bti``: backward transfer and interference, ``mean_j (R[T-1, j] - R[j, j])`` over all
+      ``T`` tasks (La-MAML's convention);
+    - ``bwt``: the same over the first ``T - 1`` tasks (GEM's convention; 0 for one task);
+    - ``la``: learning accuracy, ``mean_t R[t, t]``;
+    - ``fwt``: forward transfer, ``mean_{j >= 1} (R[j-1, j] - initial[j])`` (GEM's).
+    """
+    r = torch.as_tensor(matrix, dtype=torch.float64)
+    if r.ndim != 2 or r.shape[0] != r.shape[1]:
+        raise ValueError(f"accuracy matrix must be square [T, T], got {tuple(r.shape)}")
+    tasks = r.shape[0]
+    diagonal = r.diagonal()
+    forgetting = r[-1] - diagonal
+    out = {
+        "ra": r[-1].mean().item(),
+        "bti": forgetting.mean().item(),
+        "bwt": forgetting[:-1].mean().item() if tasks > 1 else 0.0,
+        "la": diagonal.mean().item(),
+    }
+    if initial is not None and tasks > 1:
+        b = torch.as_tensor(initial, dtype=torch.float64)
+        out["fwt"] = (r.diagonal(offset=1) - b[1:]).mean().item()
+    return out

@@ -9,14 +9,16 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
 
-def sparsity_figure(history: list[tuple[int, dict[str, float]]]) -> Figure:
-    """Gradient sparsity of each parameter tensor over meta-training."""
+def sparsity_figure(
+    history: list[tuple[int, dict[str, float]]], xlabel: str = "iteration"
+) -> Figure:
+    """Gradient sparsity of each parameter tensor over meta-training (or over tasks)."""
     fig, ax = plt.subplots(figsize=(7, 4))
     names = list(history[0][1])
     steps = [step for step, _ in history]
     for name in names:
         ax.plot(steps, [values[name] for _, values in history], label=name)
-    ax.set_xlabel("iteration")
+    ax.set_xlabel(xlabel)
     ax.set_ylabel("gradient sparsity (fraction gated off)")
     ax.set_ylim(-0.02, 1.02)
     ax.legend(fontsize="small", ncol=2)
@@ -88,3 +90,26 @@ def icl_curves_figure(curves) -> Figure:
     axes[0].legend()
     fig.tight_layout()
     return fig
+
+
+def accuracy_matrix_figure(matrix) -> Figure:
+    """Heatmap of R[t, j]: accuracy on task j (columns) after training task t (rows)."""
+    fig, ax = plt.subplots(figsize=(6, 5))
+    image = ax.imshow(matrix, vmin=0.0, vmax=1.0, cmap="viridis")
+    ax.set_xlabel("evaluated task j")
+    ax.set_ylabel("after training task t")
+    ax.set_title("Accuracy matrix R[t, j]")
+    fig.colorbar(image, ax=ax, label="accuracy")
+    fig.tight_layout()
+    return fig
+
+
+def accuracy_matrix_table(matrix, initial=None) -> str:
+    """CSV of the accuracy matrix; the row ``init`` is the untrained learner."""
+    tasks = len(matrix)
+    rows = ["after_task," + ",".join(f"task_{j}" for j in range(tasks))]
+    if initial is not None:
+        rows.append("init," + ",".join(f"{float(v):.6f}" for v in initial))
+    for t in range(tasks):
+        rows.append(f"{t}," + ",".join(f"{float(v):.6f}" for v in matrix[t]))
+    return "\n".join(rows) + "\n"

@@ -39,4 +39,6 @@ class TrainingProgress:
         self._progress.stop()
 
     def __call__(self, done: int, metrics: dict[str, float]) -> None:
-        self._progress.update(self._task, completed=done, loss=f"{metrics['loss']:.4f}")
+        loss = metrics.get("loss")
+        shown = "-" if loss is None else f"{loss:.4f}"
+        self._progress.update(self._task, completed=done, loss=shown)

@@ -98,13 +98,15 @@ def resolve_device(device: str) -> str:
     return device
 
 
-def _method_defaults(entry: MethodEntry, spec: BenchmarkSpec, task: Any) -> Any:
+def _method_defaults(name: str, entry: MethodEntry, spec: BenchmarkSpec, task: Any) -> Any:
     """Method config defaults, lowest first: the method class, the task source (scale of
-    the problem), the benchmark, then the named variant (what makes sparse_maml sparse)."""
+    the problem), the benchmark, the named variant (what makes sparse_maml sparse), then
+    the benchmark's published settings for this very method."""
     config = entry.cls.Config()
     config = with_known_fields(config, task.build().method_defaults())
     config = with_known_fields(config, spec.method_defaults)
     config = with_known_fields(config, entry.defaults)
+    config = with_known_fields(config, spec.method_settings.get(name, {}))
     validate(config, prefix="method.")
     return config
 
@@ -139,9 +141,9 @@ def plan_run(
     # Resolve twice: the first pass finds the user's task settings, from which the task
     # source derives its method defaults (e.g. linreg's optimal rate for the chosen range).
     first = apply_overrides(
-        {"method": _method_defaults(entry, spec, sections["task"]), **sections}, overrides
+        {"method": _method_defaults(method, entry, spec, sections["task"]), **sections}, overrides
     )
-    method_config = _method_defaults(entry, spec, first["task"])
+    method_config = _method_defaults(method, entry, spec, first["task"])
     resolved = apply_overrides({"method": method_config, **sections}, overrides)
     return RunPlan(
         method_name=method,

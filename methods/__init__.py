@@ -1,7 +1,22 @@
 """Learners. Importing this package registers the built-in methods."""
 
-from methods import icl, maml, sequence, ssm  # noqa: F401  (register the built-ins)
-from methods.api import Method, MethodConfig
+from methods import (  # noqa: F401  (importing registers the built-ins)
+    avalanche_baselines,
+    continual,
+    icl,
+    lamaml,
+    maml,
+    sequence,
+    ssm,
+)
+from methods.api import ContinualMethod, EpisodicMethod, Method, MethodConfig
 from methods.registry import METHODS, register_method
 
-__all__ = ["METHODS", "Method", "MethodConfig", "register_method"]
+__all__ = [
+    "METHODS",
+    "ContinualMethod",
+    "EpisodicMethod",
+    "Method",
+    "MethodConfig",
+    "register_method",
+]

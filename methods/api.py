@@ -1,8 +1,8 @@
 """The Method API: what every learner implements so that a protocol can drive it.
 
 A method never opens files, talks to MLflow or loops over a dataset. The protocol hands it
-task batches and asks it for predictions; the method keeps its own parameters and
-optimisers and can save and restore them.
+data (task batches, or one batch of a stream at a time) and asks it for predictions; the
+method keeps its own parameters and optimisers and can save and restore them.
 """
 
 from __future__ import annotations
@@ -26,11 +26,12 @@ class Method(ABC):
     """A learner that learns to learn.
 
     Subclasses set ``Config`` (a frozen dataclass with defaults) and ``protocols`` (the
-    protocols they support, e.g. ``{"episodic"}``), and implement the abstract methods.
+    protocols they support). Learners derive from :class:`EpisodicMethod` or
+    :class:`ContinualMethod`, which add the calls their protocol makes.
     """
 
     Config: ClassVar[type] = MethodConfig
-    protocols: ClassVar[frozenset[str]] = frozenset({"episodic"})
+    protocols: ClassVar[frozenset[str]] = frozenset()
     #: True if ``predict``'s ``steps`` changes anything (gradient-based adaptation).
     uses_inner_steps: ClassVar[bool] = False
 
@@ -43,17 +44,6 @@ class Method(ABC):
     def check_problem(cls, problem: Problem) -> None:
         """Raise ``benchmarks.config.ConfigError`` if the method cannot learn ``problem``."""
         return None
-
-    @abstractmethod
-    def meta_train_step(self, batch: TaskBatch) -> dict[str, float]:
-        """One outer update on a batch of tasks; returns at least ``{"loss": ...}``."""
-
-    @abstractmethod
-    def predict(
-        self, support_x: Tensor, support_y: Tensor, query_x: Tensor, steps: int | None = None
-    ) -> Tensor:
-        """Predictions ``[T, Q, out]`` for the queries of ``T`` tasks after adapting to their
-        support sets (``steps`` inner steps for gradient learners, ignored otherwise)."""
 
     def sparsity(self) -> dict[str, float]:
         """Fraction of gated-off gradient entries per parameter tensor (empty if none)."""
@@ -75,3 +65,44 @@ class Method(ABC):
 
     @abstractmethod
     def load_state_dict(self, state: dict[str, Any]) -> None: ...
+
+
+class EpisodicMethod(Method):
+    """A learner driven by the episodic protocol: meta-train on task batches, then adapt."""
+
+    protocols: ClassVar[frozenset[str]] = frozenset({"episodic"})
+
+    @abstractmethod
+    def meta_train_step(self, batch: TaskBatch) -> dict[str, float]:
+        """One outer update on a batch of tasks; returns at least ``{"loss": ...}``."""
+
+    @abstractmethod
+    def predict(
+        self, support_x: Tensor, support_y: Tensor, query_x: Tensor, steps: int | None = None
+    ) -> Tensor:
+        """Predictions ``[T, Q, out]`` for the queries of ``T`` tasks after adapting to their
+        support sets (``steps`` inner steps for gradient learners, ignored otherwise)."""
+
+
+class ContinualMethod(Method):
+    """A learner driven by the continual protocol: one batch of a task stream at a time.
+
+    The protocol announces task boundaries during training (``begin_task`` / ``end_task``)
+    but never tells the learner which task a test input comes from.
+    """
+
+    protocols: ClassVar[frozenset[str]] = frozenset({"continual"})
+
+    def begin_task(self, task: int) -> None:
+        """Called before the first batch of training task ``task``."""
+
+    @abstractmethod
+    def observe(self, x: Tensor, y: Tensor) -> dict[str, float]:
+        """Learn from one incoming batch; returns ``{"loss": ...}`` when it computed one."""
+
+    def end_task(self, task: int) -> None:
+        """Called after the last batch of training task ``task``."""
+
+    @abstractmethod
+    def predict(self, x: Tensor) -> Tensor:
+        """Logits ``[N, classes]`` for a batch of inputs from any task seen so far."""

@@ -15,14 +15,14 @@ from torch import Tensor, nn
 from benchmarks.config import ConfigError, param
 from datasets.tasks import Problem, TaskBatch
 from datasets.tokens import context_tokens, query_tokens, read_prediction
-from methods.api import Method
+from methods.api import EpisodicMethod
 from methods.attention import LinearSelfAttention
 from methods.losses import per_task_loss
 from methods.reference_algorithms import gd_token_predict, optimal_one_step_rate, ridge_predict
 from methods.registry import register_method
 
 
-class InContextMethod(Method):
+class InContextMethod(EpisodicMethod):
     """Shared plumbing: problem check, training with Adam, prediction without gradients."""
 
     protocols = frozenset({"episodic"})

@@ -15,7 +15,7 @@ from torch import Tensor
 
 from benchmarks.config import ConfigError, param
 from datasets.tasks import Problem, TaskBatch
-from methods.api import Method
+from methods.api import EpisodicMethod
 from methods.inner_loop import InnerLoop
 from methods.modulation import FixedRate, GradientModulation, LearnedRates
 from methods.networks import build_network, head_names
@@ -86,7 +86,7 @@ def build_modulation(config: MAMLConfig, shapes: dict[str, torch.Size]) -> Gradi
     )
 
 
-class GradientMetaLearner(Method):
+class GradientMetaLearner(EpisodicMethod):
     """MAML and every variant that differs from it only by its gradient modulation."""
 
     Config = MAMLConfig

@@ -31,10 +31,14 @@ def _key(name: str) -> str:
 
 
 class GradientModulation(nn.Module):
-    """Maps the inner-loop gradient of a named tensor to the step subtracted from it."""
+    """Maps the inner-loop gradient of a named tensor to the step subtracted from it:
+    ``step = rate(name) * grad``, with a rate that is a scalar or has the tensor's shape."""
+
+    def rate(self, name: str) -> Tensor | float:
+        raise NotImplementedError
 
     def step(self, name: str, grad: Tensor) -> Tensor:
-        raise NotImplementedError
+        return self.rate(name) * grad
 
     def sparsity(self) -> dict[str, float]:
         """Fraction of entries whose inner-loop step is exactly zero, per tensor."""
@@ -48,15 +52,17 @@ class FixedRate(GradientModulation):
         super().__init__()
         self.lr = lr
 
-    def step(self, name: str, grad: Tensor) -> Tensor:
-        return self.lr * grad
+    def rate(self, name: str) -> float:
+        return self.lr
 
 
 class LearnedRates(GradientModulation):
     """``step = scale * gate(m) * g`` with a learned ``m`` per element, tensor or globally.
 
     gate ``identity``: Meta-SGD; ``binary`` (``1[m >= 0]``): sparse-MAML;
-    ``relu``: sparse-ReLU-MAML and La-MAML. ``binary`` and ``relu`` are straight-through.
+    ``relu``: sparse-ReLU-MAML and La-MAML. ``binary`` and ``relu`` are straight-through
+    unless ``straight_through`` is False; La-MAML differentiates its relu exactly, so a rate
+    that reaches zero receives no gradient and stays off.
     """
 
     def __init__(
@@ -68,9 +74,11 @@ class LearnedRates(GradientModulation):
         init: Literal["constant", "centred"],
         init_value: float,
         granularity: Granularity = "element",
+        straight_through: bool = True,
     ):
         super().__init__()
         self.gate, self.scale, self.granularity = gate, scale, granularity
+        self.straight_through = straight_through
         self.names = list(shapes)
         self.values = nn.ParameterDict()
         if granularity == "scalar":
@@ -93,13 +101,14 @@ class LearnedRates(GradientModulation):
     def rate(self, name: str) -> Tensor:
         m = self.raw(name)
         if self.gate == "binary":
-            return self.scale * straight_through((m >= 0).to(m.dtype), m)
-        if self.gate == "relu":
-            return self.scale * straight_through(torch.relu(m), m)
-        return self.scale * m
-
-    def step(self, name: str, grad: Tensor) -> Tensor:
-        return self.rate(name) * grad
+            gated = (m >= 0).to(m.dtype)
+        elif self.gate == "relu":
+            gated = torch.relu(m)
+        else:
+            return self.scale * m
+        if self.straight_through:
+            gated = straight_through(gated, m)
+        return self.scale * gated
 
     def sparsity(self) -> dict[str, float]:
         out = {}

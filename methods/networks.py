@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from datasets.tasks import Problem
@@ -20,6 +21,58 @@ class MLP(nn.Sequential):
         layers.append(nn.Linear(width, out_features))
         super().__init__(*layers)
         self.head_prefix = f"{len(layers) - 1}."
+        self.depth = len(hidden) + 1
+
+    def functional_forward(self, params: dict[str, torch.Tensor], x: torch.Tensor):
+        """The forward pass with the given weights: the same operations as ``forward``
+        without ``functional_call``'s re-parametrisation, which dominates on tiny batches."""
+        for layer in range(self.depth):
+            i = 2 * layer
+            x = F.linear(x, params[f"{i}.weight"], params[f"{i}.bias"])
+            if layer < self.depth - 1:
+                x = F.relu(x)
+        return x
+
+    def grouped_gradients(
+        self,
+        params: dict[str, torch.Tensor],
+        x: torch.Tensor,
+        y: torch.Tensor,
+        first: int,
+        out: tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]],
+    ) -> torch.Tensor:
+        """Mean cross-entropy and its weight gradients for rows ``[:first]`` and ``[first:]``
+        separately, from one forward and one hand-written backward pass.
+
+        Online learners need, at every step, the gradient of one new sample and of the
+        meta-batch at the same weights; autograd would need two passes for that. The two
+        gradients are written into ``out`` (two dicts of tensors shaped like ``params``);
+        returns the two losses ``[2]``.
+        """
+        inputs, pre_activations = [], []
+        h = x
+        for layer in range(self.depth):
+            inputs.append(h)
+            h = F.linear(h, params[f"{2 * layer}.weight"], params[f"{2 * layer}.bias"])
+            if layer < self.depth - 1:
+                pre_activations.append(h)
+                h = F.relu(h)
+        groups = (slice(0, first), slice(first, len(x)))
+        log_p = F.log_softmax(h, dim=-1)
+        row_loss = -log_p.gather(1, y[:, None]).squeeze(1)
+        losses = torch.stack([row_loss[g].mean() for g in groups])
+        delta = log_p.exp()
+        delta[torch.arange(len(y)), y] -= 1.0
+        delta[: groups[0].stop] /= first
+        delta[groups[1].start :] /= len(x) - first
+        for layer in reversed(range(self.depth)):
+            a, w = inputs[layer], params[f"{2 * layer}.weight"]
+            for grads, g in zip(out, groups, strict=True):
+                torch.matmul(delta[g].T, a[g], out=grads[f"{2 * layer}.weight"])
+                torch.sum(delta[g], 0, out=grads[f"{2 * layer}.bias"])
+            if layer > 0:
+                delta = (delta @ w) * (pre_activations[layer - 1] > 0)
+        return losses
 
 
 class LinearModel(nn.Module):

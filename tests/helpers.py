@@ -34,3 +34,16 @@ def python_env(**extra: str) -> dict[str, str]:
     env["MLFLOW_DISABLE_TELEMETRY"] = "true"
     env.update(extra)
     return env
+
+
+#: A continual stream small enough for a second-long run on the generated MNIST fixture.
+CONTINUAL_TINY = [
+    "--set",
+    "tasks=3",
+    "--set",
+    "train_per_task=20",
+    "--set",
+    "test_per_task=60",
+    "--set",
+    "log_every=1",
+]

@@ -10,16 +10,20 @@ from mlflow.tracking import MlflowClient
 import methods  # noqa: F401  (registers the built-ins)
 from benchmarks.cli import main
 from methods.registry import METHODS
-from tests.helpers import TINY
+from tests.helpers import CONTINUAL_TINY, TINY
+from tests.image_fixtures import write_mnist
 
 BUILT_INS = sorted(e.name for e in METHODS if e.source == "built-in")
 
 
 def _benchmark_for(method: str) -> str:
-    """A synthetic benchmark the method accepts: regression tasks, else sequences."""
+    """A benchmark the method accepts: a continual stream for continual learners, else
+    synthetic regression tasks, else sequences."""
     from benchmarks.config import ConfigError
     from datasets.regression import LinRegConfig
 
+    if "continual" in METHODS.get(method).value.cls.protocols:
+        return "mnist-rotations"
     try:
         METHODS.get(method).value.cls.check_problem(LinRegConfig().build().problem)
     except ConfigError:
@@ -28,27 +32,22 @@ def _benchmark_for(method: str) -> str:
 
 
 @pytest.mark.parametrize("method", BUILT_INS)
-def test_registered_method_runs_end_to_end(method, store):
+def test_registered_method_runs_end_to_end(method, store, tmp_path):
     benchmark = _benchmark_for(method)
+    if benchmark == "mnist-rotations":
+        settings = [*CONTINUAL_TINY, "--data-root", str(write_mnist(tmp_path / "data").parent)]
+        final_metric = "final/ra"
+    else:
+        settings = [*TINY, "--set", "eval_chunk=50"]
+        final_metric = "final/test_loss"
     code = main(
-        [
-            "run",
-            "--method",
-            method,
-            "--benchmark",
-            benchmark,
-            *TINY,
-            "--set",
-            "eval_chunk=50",
-            "--tracking-uri",
-            store,
-        ]
+        ["run", "--method", method, "--benchmark", benchmark, *settings, "--tracking-uri", store]
     )
     assert code == 0
     client = MlflowClient(store)
     (run,) = client.search_runs([client.get_experiment_by_name(benchmark).experiment_id])
     assert run.info.status == "FINISHED"
-    assert math.isfinite(run.data.metrics["final/test_loss"])
+    assert math.isfinite(run.data.metrics[final_metric])
 
 
 def test_the_registry_holds_every_family():
@@ -64,4 +63,12 @@ def test_the_registry_holds_every_family():
         "gdpp",
         "ridge",
         "least_squares",
+        "online_sgd",
+        "er",
+        "lamaml",
+        "sparse_lamaml",
+        "gem",
+        "agem",
+        "mer",
+        "ewc",
     } <= set(BUILT_INS)

@@ -20,7 +20,7 @@ from benchmarks.config import ConfigError, param
 from benchmarks.metrics import mean_ci95
 from benchmarks.recording import Recorder
 from datasets.tasks import TaskSource, seeded_generator
-from methods.api import Method
+from methods.api import EpisodicMethod, Method
 from methods.losses import is_classification, per_task_accuracy, per_task_loss
 
 TRAIN, VALIDATION, TEST = 1, 2, 3
@@ -46,6 +46,10 @@ class EpisodicConfig:
     test_seed: int = param(20_231_001, min=0, help="fixed seed of the held-out tasks")
     val_seed: int = param(10_101, min=0)
 
+    def total_steps(self, task: Any) -> int:
+        """Outer iterations (the progress bar's length)."""
+        return self.iterations
+
     def check(self) -> None:
         if not self.eval_steps:
             raise ConfigError("eval_steps must name at least one step count")
@@ -62,7 +66,7 @@ class _Best:
 
 
 class EpisodicProtocol:
-    """Drives a :class:`Method` through meta-training, meta-validation and meta-test."""
+    """Drives an :class:`EpisodicMethod` through meta-training, meta-validation and meta-test."""
 
     name = "episodic"
 
@@ -97,7 +101,7 @@ class EpisodicProtocol:
                 yield batch.slice(start, stop)
 
     def evaluate(
-        self, method: Method, role: int, seed: int, count: int, steps: tuple[int, ...]
+        self, method: EpisodicMethod, role: int, seed: int, count: int, steps: tuple[int, ...]
     ) -> dict[int, dict[str, torch.Tensor]]:
         """Per-task losses (and accuracies) after each number of inner steps in ``steps``."""
         steps = steps if method.uses_inner_steps else steps[-1:]
@@ -119,7 +123,7 @@ class EpisodicProtocol:
             return 1.0 - per_task["accuracy"].mean().item()
         return per_task["loss"].mean().item()
 
-    def validate(self, method: Method) -> tuple[float, dict[str, float]]:
+    def validate(self, method: EpisodicMethod) -> tuple[float, dict[str, float]]:
         c = self.config
         steps = c.eval_steps[-1]
         result = self.evaluate(method, VALIDATION, c.val_seed, c.val_tasks, (steps,))
@@ -130,7 +134,9 @@ class EpisodicProtocol:
         return self._score(per_task), metrics
 
     # -- training -----------------------------------------------------------------------
-    def run(self, method: Method, checkpoint: dict[str, Any] | None = None) -> dict[str, float]:
+    def run(
+        self, method: EpisodicMethod, checkpoint: dict[str, Any] | None = None
+    ) -> dict[str, float]:
         """Meta-train (from ``checkpoint`` if given), meta-test, return the ``final/`` metrics."""
         c = self.config
         start, best, elapsed = 0, _Best(), 0.0
@@ -200,7 +206,7 @@ class EpisodicProtocol:
         self.log_figures(curves, sparsity_history, final_sparsity)
         return final
 
-    def analyse(self, method: Method) -> dict[str, float]:
+    def analyse(self, method: EpisodicMethod) -> dict[str, float]:
         """The analyses that apply to this method and task family (in-context learners)."""
         from benchmarks import analyses
 
@@ -235,7 +241,7 @@ class EpisodicProtocol:
             )
             self.recorder.log_text(sparsity_table(final_sparsity), "sparsity_per_tensor.csv")
 
-    def meta_test(self, method: Method) -> dict[str, float]:
+    def meta_test(self, method: EpisodicMethod) -> dict[str, float]:
         c = self.config
         results = self.evaluate(method, TEST, c.test_seed, c.test_tasks, c.eval_steps)
         final: dict[str, float] = {}

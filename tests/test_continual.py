@@ -1,0 +1,309 @@
+"""Continual learning: accuracy-matrix metrics, MNIST streams, the La-MAML update, masks."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from benchmarks.metrics import continual_metrics
+from benchmarks.protocols import ContinualConfig, ContinualProtocol
+from benchmarks.recording import MemoryRecorder
+from datasets.streams import StreamConfig, TaskStream
+from methods.lamaml import LaMAMLConfig, LookAheadMetaLearner
+from methods.replay import ReservoirBuffer
+
+
+def small_arrays(n_train: int = 200, n_test: int = 50) -> dict[str, torch.Tensor]:
+    g = torch.Generator().manual_seed(0)
+    return {
+        "x_train": torch.randint(0, 256, (n_train, 28, 28), generator=g, dtype=torch.uint8),
+        "y_train": torch.arange(n_train) % 10,
+        "x_test": torch.randint(0, 256, (n_test, 28, 28), generator=g, dtype=torch.uint8),
+        "y_test": torch.arange(n_test) % 10,
+    }
+
+
+def learnable_arrays(n_train: int = 300, n_test: int = 50) -> dict[str, torch.Tensor]:
+    """Noisy copies of one random template per digit: a stream a learner can learn."""
+    g = torch.Generator().manual_seed(1)
+    templates = torch.randint(0, 256, (10, 28, 28), generator=g).float()
+
+    def draw(n):
+        y = torch.arange(n) % 10
+        noise = torch.randn(n, 28, 28, generator=g) * 40
+        return (templates[y] + noise).clamp(0, 255).to(torch.uint8), y
+
+    (x_train, y_train), (x_test, y_test) = draw(n_train), draw(n_test)
+    return {"x_train": x_train, "y_train": y_train, "x_test": x_test, "y_test": y_test}
+
+
+# -- metrics on hand-made accuracy matrices ----------------------------------------------
+def test_metrics_of_a_hand_made_matrix():
+    r = torch.tensor([[0.9, 0.2, 0.1], [0.7, 0.8, 0.3], [0.6, 0.5, 0.9]])
+    initial = torch.tensor([0.1, 0.1, 0.2])
+    m = continual_metrics(r, initial)
+    assert m["ra"] == pytest.approx((0.6 + 0.5 + 0.9) / 3)
+    # La-MAML's BTI averages over all three tasks (the last contributes 0) ...
+    assert m["bti"] == pytest.approx(((0.6 - 0.9) + (0.5 - 0.8) + 0.0) / 3)
+    # ... GEM's BWT over the first two only.
+    assert m["bwt"] == pytest.approx(((0.6 - 0.9) + (0.5 - 0.8)) / 2)
+    assert m["la"] == pytest.approx((0.9 + 0.8 + 0.9) / 3)
+    assert m["fwt"] == pytest.approx(((0.2 - 0.1) + (0.3 - 0.2)) / 2)
+
+
+def test_no_forgetting_and_one_task_edge_cases():
+    perfect = torch.eye(4) * 0 + 1.0
+    m = continual_metrics(perfect)
+    assert (m["ra"], m["bti"], m["bwt"], m["la"]) == (1.0, 0.0, 0.0, 1.0)
+    assert "fwt" not in m  # no initial accuracies given
+    single = continual_metrics(torch.tensor([[0.7]]), torch.tensor([0.1]))
+    assert single["bwt"] == 0.0 and single["ra"] == pytest.approx(0.7)
+    with pytest.raises(ValueError, match="square"):
+        continual_metrics(torch.ones(2, 3))
+
+
+# -- streams ----------------------------------------------------------------------------
+def test_rotation_angles_lie_in_their_task_intervals_and_follow_the_spec_seed():
+    config = StreamConfig(transform="rotations", tasks=20, angle_width=9.0)
+    angles = config.angles()
+    assert len(angles) == 20
+    for t, angle in enumerate(angles):
+        assert 9 * t <= angle < 9 * t + 9
+    assert StreamConfig(transform_seed=0).angles() == angles
+    assert StreamConfig(transform_seed=1).angles() != angles
+    assert config.derived()["angles_deg"][3] == pytest.approx(angles[3], abs=1e-3)
+
+
+def test_permutations_are_fixed_per_task_and_the_first_task_is_permuted_too():
+    config = StreamConfig(transform="permutations", tasks=5, train_per_task=20)
+    perms = config.permutations()
+    assert perms.shape == (5, 784)
+    for p in perms:
+        assert torch.equal(p.sort().values, torch.arange(784))
+    assert not torch.equal(perms[0], torch.arange(784))
+    assert len({tuple(p.tolist()) for p in perms}) == 5
+    stream = TaskStream(config, small_arrays())
+    x_a, _ = stream.test_task(2)
+    x_b, _ = TaskStream(config, small_arrays()).test_task(2)
+    assert torch.equal(x_a, x_b)  # the same permutation in every run
+    raw = small_arrays()["x_test"].reshape(-1, 784).float() / 255
+    assert torch.equal(x_a, raw[:, perms[2]])
+
+
+def test_stream_sample_counts_ranges_and_seeds():
+    config = StreamConfig(transform="rotations", tasks=3, train_per_task=40, test_per_task=30)
+    stream = TaskStream(config, small_arrays())
+    x, y = stream.train_task(1, seed=0)
+    assert x.shape == (40, 784) and y.shape == (40,)
+    assert x.dtype == torch.float32 and x.min() >= 0.0 and x.max() <= 1.0
+    assert y.dtype == torch.long and set(y.tolist()) <= set(range(10))
+    again, _ = stream.train_task(1, seed=0)
+    other, _ = stream.train_task(1, seed=1)
+    assert torch.equal(x, again) and not torch.equal(x, other)
+    xt, yt = stream.test_task(0)
+    assert xt.shape == (30, 784) and yt.shape == (30,)
+    # A 0-degree stream leaves images untouched; rotated ones differ.
+    flat = TaskStream(StreamConfig(tasks=1, train_per_task=20, angle_width=0.0), small_arrays())
+    assert torch.equal(flat.test_task(0)[0], small_arrays()["x_test"][:50].reshape(-1, 784) / 255)
+    assert not torch.equal(stream.test_task(2)[0], flat.test_task(0)[0][:30])
+
+
+def test_angles_beyond_a_full_turn_are_refused():
+    from benchmarks.config import ConfigError, validate
+
+    with pytest.raises(ConfigError):
+        validate(StreamConfig(tasks=50, angle_width=9.0))
+
+
+# -- reservoir buffer -------------------------------------------------------------------
+def test_reservoir_keeps_a_uniform_sample_of_the_stream():
+    counts = np.zeros(100)
+    for seed in range(300):
+        buffer = ReservoirBuffer(10, (1,), torch.device("cpu"), seed)
+        for start in range(0, 100, 10):
+            values = torch.arange(start, start + 10, dtype=torch.float32)
+            buffer.add(values[:, None], values.long())
+        assert len(buffer) == 10 and buffer.seen == 100
+        counts[buffer.y.numpy()] += 1
+    # Each item is kept with probability 10/100: 30 expected in 300 trials.
+    early, late = counts[:50].mean(), counts[50:].mean()
+    assert abs(early - 30) < 5 and abs(late - 30) < 5
+
+
+# -- the La-MAML update -----------------------------------------------------------------
+def _tiny_lamaml(**overrides) -> LookAheadMetaLearner:
+    from datasets.tasks import Problem
+
+    torch.manual_seed(0)
+    config = LaMAMLConfig(
+        hidden=(3,), glances=1, replay_batch=0, buffer_size=0, rate_init=0.2, **overrides
+    )
+    problem = Problem(input_shape=(4,), output_dim=3, loss="cross_entropy", network="mlp")
+    return LookAheadMetaLearner(config, problem, torch.device("cpu"))
+
+
+def test_lamaml_step_equals_a_hand_computed_step():
+    learner = _tiny_lamaml(modulation_lr=0.5, grad_clip=0.0)
+    x, y = torch.randn(2, 4), torch.tensor([0, 2])
+    theta = {n: p.detach().clone().requires_grad_() for n, p in learner.params.items()}
+    alpha = {n: torch.full_like(p, 0.2, requires_grad=True) for n, p in theta.items()}
+
+    def net(w, inputs):
+        h = F.relu(inputs @ w["0.weight"].T + w["0.bias"])
+        return h @ w["2.weight"].T + w["2.bias"]
+
+    # The learner shuffles the batch with its own generator: replay that order.
+    order = torch.randperm(2, generator=learner.generator.clone_state())
+    xs, ys = x[order], y[order]
+    fast, losses = theta, []
+    for i in range(2):  # single-sample first-order steps, meta-loss after each
+        leaves = {n: w.detach().requires_grad_() for n, w in fast.items()}
+        g = torch.autograd.grad(
+            F.cross_entropy(net(leaves, xs[i : i + 1]), ys[i : i + 1]), list(leaves.values())
+        )
+        fast = {n: fast[n] - F.relu(alpha[n]) * gi for (n, gi) in zip(fast, g, strict=True)}
+        losses.append(F.cross_entropy(net(fast, xs), ys))
+    meta = torch.stack(losses).mean()
+    g_theta = torch.autograd.grad(meta, list(theta.values()), retain_graph=True)
+    g_alpha = torch.autograd.grad(meta, list(alpha.values()))
+    expected_alpha = {n: alpha[n] - 0.5 * ga for n, ga in zip(alpha, g_alpha, strict=True)}
+    expected_theta = {
+        n: theta[n] - F.relu(expected_alpha[n]) * gt for n, gt in zip(theta, g_theta, strict=True)
+    }
+
+    learner.observe(x, y)
+    for n, p in learner.params.items():
+        torch.testing.assert_close(learner.modulation.raw(n), expected_alpha[n].detach())
+        torch.testing.assert_close(p.detach(), expected_theta[n].detach())
+
+
+def test_lamaml_rates_that_reach_zero_stay_zero_and_stop_their_weights():
+    learner = _tiny_lamaml(modulation_lr=0.5)
+    with torch.no_grad():
+        learner.modulation.raw("0.weight")[0].fill_(-0.1)  # row 0 of the first layer: off
+    before = {n: p.detach().clone() for n, p in learner.params.items()}
+    for _ in range(5):
+        learner.observe(torch.randn(4, 4), torch.randint(0, 3, (4,)))
+    torch.testing.assert_close(learner.params["0.weight"][0], before["0.weight"][0])
+    assert (learner.modulation.raw("0.weight")[0] == -0.1).all()  # exact relu: no gradient
+    assert not torch.equal(learner.params["0.weight"][1], before["0.weight"][1])
+    assert learner.sparsity()["0.weight"] >= 4 / 12  # others may collapse too
+
+
+def test_sparse_lamaml_masks_freeze_exactly_the_masked_coordinates():
+    learner = _tiny_lamaml(modulation="binary_mask", fixed_rate=0.1, modulation_lr=0.0)
+    mask = torch.rand(3, 4) < 0.5
+    with torch.no_grad():
+        learner.modulation.raw("0.weight").copy_(torch.where(mask, -1.0, 1.0))
+    before = learner.params["0.weight"].detach().clone()
+    for _ in range(3):
+        learner.observe(torch.randn(4, 4), torch.randint(0, 3, (4,)))
+    after = learner.params["0.weight"].detach()
+    assert torch.equal(after[mask], before[mask])
+    assert (after[~mask] != before[~mask]).all()
+    assert learner.sparsity()["0.weight"] == pytest.approx(mask.float().mean().item())
+
+
+def test_sparse_lamaml_learns_its_masks_straight_through():
+    learner = _tiny_lamaml(modulation="binary_mask", fixed_rate=0.1, modulation_lr=1.0)
+    m_before = learner.modulation.raw("0.weight").detach().clone()
+    learner.observe(torch.randn(4, 4), torch.randint(0, 3, (4,)))
+    assert not torch.equal(learner.modulation.raw("0.weight").detach(), m_before)
+
+
+# -- the protocol -----------------------------------------------------------------------
+class _Oracle:
+    """A fake learner that is right on tasks it has trained on: R[t, j] = 1[j <= t]."""
+
+    def __init__(self, stream):
+        self.stream, self.trained, self.seen_labels = stream, set(), 0
+
+    def begin_task(self, task):
+        self.current = task
+
+    def observe(self, x, y):
+        self.seen_labels += len(y)
+        return {"loss": 1.0}
+
+    def end_task(self, task):
+        self.trained.add(task)
+
+    def predict(self, x):
+        # Find which task's test set x comes from by matching against each one.
+        for task in self.trained:
+            tx, ty = self.stream.test_task(task)
+            if torch.equal(x, tx[: len(x)]):
+                return F.one_hot(ty[: len(x)], 10).float()
+        return torch.zeros(len(x), 10)
+
+    def sparsity(self):
+        return {}
+
+    def num_parameters(self):
+        return 0
+
+    def state_dict(self):
+        return {}
+
+
+def test_protocol_builds_the_accuracy_matrix_after_every_task():
+    stream = TaskStream(StreamConfig(tasks=3, train_per_task=20, test_per_task=30), small_arrays())
+    oracle = _Oracle(stream)
+    recorder = MemoryRecorder()
+    protocol = ContinualProtocol(
+        ContinualConfig(batch_size=10, eval_batch=100), stream, 0, recorder, torch.device("cpu")
+    )
+    final = protocol.run(oracle)
+    assert oracle.seen_labels == 60
+    assert final["final/ra"] == 1.0 and final["final/bti"] == 0.0
+    assert final["final/la"] == 1.0 and final["final/fwt"] == pytest.approx(-0.1, abs=0.1)
+    csv = recorder.artifacts["accuracy_matrix.csv"].splitlines()
+    assert csv[2].startswith("0,1.000000,0.") and csv[4] == "2,1.000000,1.000000,1.000000"
+    assert "accuracy_matrix.png" in recorder.artifacts
+    assert recorder.checkpoint["task"] == 3 and recorder.checkpoint["iteration"] == 6
+    steps = [s for s, _ in recorder.metrics["continual/accuracy_seen_tasks"]]
+    assert steps == [1, 2, 3]
+
+
+def test_a_diverging_learner_stops_with_a_clear_message():
+    from benchmarks.protocols import DivergenceError
+
+    stream = TaskStream(StreamConfig(tasks=2, train_per_task=20, test_per_task=10), small_arrays())
+    oracle = _Oracle(stream)
+    oracle.observe = lambda x, y: {"loss": math.nan}
+    protocol = ContinualProtocol(
+        ContinualConfig(), stream, 0, MemoryRecorder(), torch.device("cpu")
+    )
+    with pytest.raises(DivergenceError, match="diverged at task 0"):
+        protocol.run(oracle)
+
+
+def test_the_mlp_fast_path_equals_the_generic_lookahead():
+    """The MLP's one-pass grouped gradients give what two autograd passes give."""
+    from methods.inner_loop import InnerLoop
+    from methods.modulation import LearnedRates
+    from methods.networks import MLP
+
+    torch.manual_seed(0)
+    mlp = MLP(6, (5, 4), 3)
+    plain = torch.nn.Sequential(*mlp)  # the same layers, without the fast path
+    shapes = {n: p.shape for n, p in mlp.named_parameters()}
+    rates = LearnedRates(shapes, gate="relu", scale=1.0, init="centred", init_value=0.3)
+    params = dict(mlp.named_parameters())
+    x, y = torch.randn(4, 6), torch.randint(0, 3, (4,))
+    meta_x, meta_y = torch.randn(7, 6), torch.randint(0, 3, (7,))
+    results = [
+        InnerLoop(
+            net, rates, "cross_entropy", list(params), first_order=True
+        ).lookahead_first_order(params, {}, x, y, meta_x, meta_y)
+        for net in (mlp, plain)
+    ]
+    (loss_a, grads_a, rates_a), (loss_b, grads_b, rates_b) = results
+    torch.testing.assert_close(loss_a, loss_b)
+    for n in params:
+        torch.testing.assert_close(grads_a[n], grads_b[n])
+        torch.testing.assert_close(rates_a[n], rates_b[n])
