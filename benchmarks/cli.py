@@ -108,10 +108,15 @@ def cmd_list(args, console: Console) -> int:
     registry = METHODS if args.what == "methods" else BENCHMARKS
     table = Table(title=args.what)
     table.add_column("name", style="bold")
+    table.add_column("protocol")
     table.add_column("source")
     table.add_column("description")
     for entry in registry:
-        table.add_row(entry.name, entry.source, entry.description)
+        if args.what == "methods":
+            protocol = ", ".join(sorted(getattr(entry.value.cls, "protocols", ())))
+        else:
+            protocol = entry.value.protocol_name
+        table.add_row(entry.name, protocol, entry.source, entry.description)
     console.print(table)
     if plugins_disabled():
         console.print("plugins disabled (MESABENCH_DISABLE_PLUGINS)")

@@ -28,9 +28,10 @@ def small_arrays(n_train: int = 200, n_test: int = 50) -> dict[str, torch.Tensor
 
 
 def learnable_arrays(n_train: int = 300, n_test: int = 50) -> dict[str, torch.Tensor]:
-    """Noisy copies of one random template per digit: a stream a learner can learn."""
+    """Noisy copies of one sparse random template per digit (about as many lit pixels as
+    an MNIST digit): a stream a learner can learn."""
     g = torch.Generator().manual_seed(1)
-    templates = torch.randint(0, 256, (10, 28, 28), generator=g).float()
+    templates = (torch.rand(10, 28, 28, generator=g) < 0.15).float() * 255
 
     def draw(n):
         y = torch.arange(n) % 10
@@ -307,3 +308,70 @@ def test_the_mlp_fast_path_equals_the_generic_lookahead():
     for n in params:
         torch.testing.assert_close(grads_a[n], grads_b[n])
         torch.testing.assert_close(rates_a[n], rates_b[n])
+
+
+def _lamaml_run(stream, checkpoint=None, stop_at_task=None):
+    from datasets.tasks import Problem
+
+    torch.manual_seed(3)
+    problem = Problem(input_shape=(784,), output_dim=10, loss="cross_entropy", network="mlp")
+    learner = LookAheadMetaLearner(
+        LaMAMLConfig(hidden=(20,), glances=2), problem, torch.device("cpu")
+    )
+    if stop_at_task is not None:
+        begin = learner.begin_task
+
+        def interrupting_begin(task):
+            if task == stop_at_task:
+                raise KeyboardInterrupt
+            begin(task)
+
+        learner.begin_task = interrupting_begin
+    recorder = MemoryRecorder()
+    protocol = ContinualProtocol(ContinualConfig(), stream, 0, recorder, torch.device("cpu"))
+    try:
+        return protocol.run(learner, checkpoint=checkpoint), recorder
+    except KeyboardInterrupt:
+        return None, recorder
+
+
+def test_a_resumed_stream_gives_the_uninterrupted_numbers():
+    config = StreamConfig(tasks=3, train_per_task=40, test_per_task=50)
+    stream = TaskStream(config, learnable_arrays())
+    whole, _ = _lamaml_run(stream)
+    _, interrupted = _lamaml_run(stream, stop_at_task=2)
+    assert interrupted.checkpoint["task"] == 2
+    resumed, _ = _lamaml_run(stream, checkpoint=interrupted.checkpoint)
+    for key in ("final/ra", "final/bti", "final/la", "final/fwt", "final/sparsity/overall"):
+        assert resumed[key] == whole[key], key
+    assert whole["final/ra"] > 0.3  # and it learned something (chance is 0.1)
+
+
+def test_cli_runs_a_continual_benchmark_into_mlflow(store, tmp_path):
+    from mlflow.tracking import MlflowClient
+
+    from benchmarks.cli import main
+    from tests.helpers import CONTINUAL_TINY
+    from tests.image_fixtures import write_mnist
+
+    data = write_mnist(tmp_path / "data").parent
+    args = ["run", "--method", "sparse_lamaml", "--benchmark", "mnist-permutations"]
+    assert main([*args, *CONTINUAL_TINY, "--data-root", str(data), "--tracking-uri", store]) == 0
+    client = MlflowClient(store)
+    (run,) = client.search_runs([client.get_experiment_by_name("mnist-permutations").experiment_id])
+    assert run.info.status == "FINISHED"
+    for key in ("final/ra", "final/bti", "final/bwt", "final/la", "final/fwt"):
+        assert math.isfinite(run.data.metrics[key])
+    assert run.data.params["method.modulation"] == "binary_mask"
+    artifacts = {a.path for a in client.list_artifacts(run.info.run_id)}
+    assert {"accuracy_matrix.csv", "accuracy_matrix.png", "sparsity_over_tasks.csv"} <= artifacts
+    history = client.get_metric_history(run.info.run_id, "sparsity/overall")
+    assert [m.step for m in history] == [1, 2, 3]
+
+
+def test_an_episodic_method_on_a_stream_is_refused_with_the_protocols(capsys):
+    from benchmarks.cli import main
+
+    assert main(["run", "--method", "maml", "--benchmark", "mnist-rotations"]) == 2
+    err = capsys.readouterr().err
+    assert "supports protocols ['episodic']" in err and "'continual'" in err
