@@ -1,4 +1,5 @@
-"""The command line: run, list, show and leaderboard.
+"""The command line: run, list, show, and the results commands (leaderboard, report, ui,
+compare).
 
 Exit codes: 0 done; 1 the run failed (recorded as FAILED); 2 bad input (nothing written);
 130 interrupted (recorded as KILLED).
@@ -17,6 +18,7 @@ from collections.abc import Sequence
 from rich.console import Console
 from rich.table import Table
 
+from benchmarks.cli_results import ResultsUsageError
 from benchmarks.config import ConfigError
 from datasets.data_root import DATA_ENV
 from methods.registry import RegistryError
@@ -67,17 +69,9 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("--method", help="also print this method's resolved config")
     show.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
 
-    board = sub.add_parser("leaderboard", help="final metrics per method, mean +- std over seeds")
-    board.add_argument("--benchmark", default="sinusoid-5shot")
-    board.add_argument("--tracking-uri", default=None)
-    board.add_argument("--metric", default=None, help="metric to rank by (default: primary)")
-    board.add_argument(
-        "--columns",
-        action="append",
-        default=[],
-        metavar="PREFIX",
-        help="also show final metrics starting with PREFIX (e.g. final/sparsity/)",
-    )
+    from benchmarks.cli_results import add_commands
+
+    add_commands(sub)
     return parser
 
 
@@ -241,19 +235,21 @@ def prepare_data(plan) -> None:
         raise UsageError(str(err)) from None
 
 
-def cmd_leaderboard(args, console: Console) -> int:
-    from benchmarks.leaderboard import leaderboard_rows, leaderboard_table
-    from benchmarks.runner import benchmark_spec
-    from benchmarks.tracking import MlflowTracker
+def _results_command(name: str):
+    def command(args, console: Console) -> int:
+        from benchmarks import cli_results
 
-    benchmark_spec(args.benchmark)  # unknown names are a usage error
-    tracker = MlflowTracker(args.tracking_uri)
-    rows = leaderboard_rows(tracker, args.benchmark, args.metric)
-    console.print(leaderboard_table(rows, args.benchmark, tuple(args.columns)))
-    return EXIT_OK
+        return getattr(cli_results, f"cmd_{name}")(args, console)
+
+    return command
 
 
-COMMANDS = {"run": cmd_run, "list": cmd_list, "show": cmd_show, "leaderboard": cmd_leaderboard}
+COMMANDS = {
+    "run": cmd_run,
+    "list": cmd_list,
+    "show": cmd_show,
+    **{name: _results_command(name) for name in ("leaderboard", "report", "ui", "compare")},
+}
 
 
 def _raise_keyboard_interrupt(signum, frame):
@@ -269,7 +265,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
         return COMMANDS[args.command](args, console)
-    except (UsageError, ConfigError, RegistryError) as err:
+    except (UsageError, ConfigError, RegistryError, ResultsUsageError) as err:
         message = err.args[0] if isinstance(err, RegistryError) and err.args else str(err)
         sys.stderr.write(f"error: {message}\n")
         return EXIT_USAGE

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import sys
@@ -145,9 +146,11 @@ def test_leaderboard_groups_seeds(store, capsys):
     capsys.readouterr()
     assert main(["leaderboard", "--benchmark", "sinusoid-5shot", "--tracking-uri", store]) == 0
     out = capsys.readouterr().out
-    fomaml_line = next(line for line in out.splitlines() if "fomaml" in line)
-    assert fomaml_line.rstrip().rstrip("│").split("│")[-2].strip() == "2"  # two seeds
-    assert "anil" in out
+    assert "fomaml" in out and "anil" in out
+    assert main(["leaderboard", "--tracking-uri", store, "--format", "json"]) == 0
+    (board,) = json.loads(capsys.readouterr().out)
+    seeds = {row["method"]: row["seeds"] for row in board["rows"]}
+    assert seeds == {"fomaml": 2, "anil": 1}
 
 
 def test_interrupted_run_is_killed_and_resumes_to_identical_numbers(store, tmp_path):

@@ -1,0 +1,215 @@
+"""The commands that read results back: leaderboard, report, ui and compare.
+
+They never write to the store; they share the filters of :class:`~benchmarks.leaderboard.
+RunFilter` and the formats of :mod:`benchmarks.leaderboard_formats`.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from benchmarks.leaderboard import GROUP_KEYS, RunFilter
+
+
+class ResultsUsageError(Exception):
+    """Bad input to a results command (reported like every usage error: exit 2)."""
+
+
+def _pairs(items: list[str], flag: str) -> dict[str, str]:
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ResultsUsageError(f"{flag} expects KEY=VALUE (got {item!r})")
+        out[key] = value
+    return out
+
+
+def add_commands(sub) -> None:
+    """Register the results commands on the CLI's subparsers."""
+    from benchmarks.leaderboard_formats import FORMATS
+
+    board = sub.add_parser("leaderboard", help="rank finished runs: mean +- std over seeds")
+    _selection(board)
+    board.add_argument("--metric", default=None, help="metric to rank by (default: primary)")
+    board.add_argument(
+        "--group-by",
+        default="method,config_hash",
+        help=f"comma list of {', '.join(GROUP_KEYS)} or run params (e.g. method.inner_lr)",
+    )
+    board.add_argument("--format", default="table", choices=FORMATS)
+    board.add_argument("--output", default=None, help="write to this file instead of stdout")
+    board.add_argument(
+        "--columns",
+        action="append",
+        default=[],
+        metavar="PREFIX",
+        help="also show final metrics starting with PREFIX (e.g. final/sparsity/)",
+    )
+    board.add_argument("--no-references", action="store_true", help="hide published rows")
+
+    report = sub.add_parser("report", help="write a static HTML report (tables and figures)")
+    _selection(report)
+    report.add_argument("--output", required=True, help="folder for index.html")
+
+    ui = sub.add_parser("ui", help="start the MLflow UI on 127.0.0.1 against the store")
+    ui.add_argument("--tracking-uri", default=None)
+    ui.add_argument("--port", type=int, default=5000)
+
+    compare = sub.add_parser("compare", help="config and metric differences of two runs")
+    compare.add_argument("run_a")
+    compare.add_argument("run_b")
+    compare.add_argument("--tracking-uri", default=None)
+    compare.add_argument("--all", action="store_true", help="show equal settings too")
+
+
+def _selection(parser) -> None:
+    which = parser.add_mutually_exclusive_group()
+    which.add_argument("--benchmark", default=None, help="one benchmark (default sinusoid-5shot)")
+    which.add_argument("--all", action="store_true", help="every benchmark in the store")
+    parser.add_argument("--tracking-uri", default=None)
+    parser.add_argument("--tag", action="append", default=[], metavar="KEY=VALUE")
+    parser.add_argument("--param", action="append", default=[], metavar="KEY=VALUE")
+    parser.add_argument("--since", default=None, metavar="YYYY-MM-DD", help="runs started then")
+    parser.add_argument("--version", default=None, help="only runs of this suite version")
+
+
+def _filter(args) -> RunFilter:
+    since = None
+    if args.since is not None:
+        try:
+            since = datetime.strptime(args.since, "%Y-%m-%d").replace(tzinfo=timezone.utc)
+        except ValueError:
+            raise ResultsUsageError(f"--since must be YYYY-MM-DD (got {args.since!r})") from None
+    return RunFilter(
+        tags=_pairs(args.tag, "--tag"),
+        params=_pairs(args.param, "--param"),
+        since=since,
+        version=args.version,
+    )
+
+
+def _boards(args, tracker, **options):
+    from benchmarks.leaderboard import benchmarks_in_store, leaderboard_from_store
+    from benchmarks.runner import benchmark_spec
+
+    if args.all:
+        names = benchmarks_in_store(tracker.client)
+    else:
+        names = [args.benchmark or "sinusoid-5shot"]
+        benchmark_spec(names[0])  # an unknown name is a usage error with suggestions
+    run_filter = _filter(args)
+    return [leaderboard_from_store(tracker, n, run_filter=run_filter, **options) for n in names]
+
+
+def cmd_leaderboard(args, console: Console) -> int:
+    from benchmarks.leaderboard_formats import as_rich, render
+    from benchmarks.tracking import MlflowTracker
+
+    group_by = tuple(k.strip() for k in args.group_by.split(",") if k.strip())
+    if not group_by:
+        raise ResultsUsageError("--group-by needs at least one key")
+    tracker = MlflowTracker(args.tracking_uri)
+    boards = _boards(
+        args,
+        tracker,
+        metric=args.metric,
+        group_by=group_by,
+        extra_prefixes=tuple(args.columns),
+        references=not args.no_references,
+    )
+    if args.format == "table" and args.output is None:
+        for board in boards:
+            console.print(as_rich(board))
+        return 0
+    if args.format == "table":
+        text = "\n".join(_plain(as_rich(b)) for b in boards)
+    else:
+        text = render(boards, args.format)
+    if args.output is None:
+        sys.stdout.write(text)
+    else:
+        Path(args.output).write_text(text, encoding="utf-8")
+        console.print(f"wrote {args.output}")
+    return 0
+
+
+def _plain(table: Table) -> str:
+    console = Console(width=200, record=True, file=open(os.devnull, "w"))  # noqa: SIM115
+    console.print(table)
+    return console.export_text()
+
+
+def cmd_report(args, console: Console) -> int:
+    from benchmarks.report import write_report
+    from benchmarks.tracking import MlflowTracker
+
+    tracker = MlflowTracker(args.tracking_uri)
+    boards = _boards(args, tracker)
+    path = write_report(tracker.client, boards, Path(args.output))
+    console.print(f"report: {path.resolve()} ({len(boards)} benchmark(s))")
+    return 0
+
+
+def ui_command(uri: str, port: int) -> list[str]:
+    return [
+        sys.executable, "-m", "mlflow", "ui",
+        "--backend-store-uri", uri, "--host", "127.0.0.1", "--port", str(port),
+    ]  # fmt: skip
+
+
+def cmd_ui(args, console: Console) -> int:
+    from benchmarks.tracking import MlflowTracker
+
+    tracker = MlflowTracker(args.tracking_uri)  # creates the store folder if needed
+    env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true"}
+    console.print(f"MLflow UI at http://127.0.0.1:{args.port} (store {tracker.uri}); Ctrl-C stops")
+    process = subprocess.Popen(ui_command(tracker.uri, args.port), env=env)
+    try:
+        return process.wait()
+    except KeyboardInterrupt:
+        process.terminate()
+        process.wait()
+        return 0
+
+
+def cmd_compare(args, console: Console) -> int:
+    from benchmarks.tracking import MlflowTracker
+
+    tracker = MlflowTracker(args.tracking_uri)
+    runs = []
+    for run_id in (args.run_a, args.run_b):
+        try:
+            runs.append(tracker.client.get_run(run_id))
+        except Exception:
+            raise ResultsUsageError(f"no run {run_id!r} in {tracker.uri}") from None
+    a, b = runs
+    console.print(_difference_table("settings", a.data.params, b.data.params, args.all, a, b))
+    metrics_a = {k: v for k, v in a.data.metrics.items() if k.startswith("final/")}
+    metrics_b = {k: v for k, v in b.data.metrics.items() if k.startswith("final/")}
+    console.print(_difference_table("final metrics", metrics_a, metrics_b, True, a, b))
+    return 0
+
+
+def _difference_table(title, left: dict, right: dict, show_equal: bool, a, b) -> Table:
+    table = Table(title=title)
+    table.add_column("key")
+    table.add_column(f"{a.info.run_name} ({a.info.run_id[:8]})", justify="right")
+    table.add_column(f"{b.info.run_name} ({b.info.run_id[:8]})", justify="right")
+    table.add_column("difference", justify="right")
+    for key in sorted(set(left) | set(right)):
+        x, y = left.get(key, "-"), right.get(key, "-")
+        if x == y and not show_equal:
+            continue
+        if isinstance(x, float) and isinstance(y, float):
+            table.add_row(key, f"{x:.4f}", f"{y:.4f}", f"{y - x:+.4f}")
+        else:
+            table.add_row(key, str(x), str(y), "" if x == y else "differs")
+    return table
