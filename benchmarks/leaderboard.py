@@ -197,8 +197,9 @@ def _read_sqlite(db: Path, experiment_id: str) -> list[RunRecord]:
         queries = {
             "tags": f"SELECT run_uuid, key, value FROM tags WHERE run_uuid IN ({selected})",
             "params": f"SELECT run_uuid, key, value FROM params WHERE run_uuid IN ({selected})",
-            "metrics": "SELECT run_uuid, key, value FROM latest_metrics "
-            f"WHERE key LIKE 'final/%' AND run_uuid IN ({selected})",
+            # MLflow stores NaN as value 0 with is_nan set.
+            "metrics": "SELECT run_uuid, key, CASE WHEN is_nan THEN 'nan' ELSE value END "
+            f"FROM latest_metrics WHERE key LIKE 'final/%' AND run_uuid IN ({selected})",
         }
         for kind, query in queries.items():
             for run_id, key, value in connection.execute(query, (int(experiment_id),)):

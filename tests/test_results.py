@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import shutil
 import socket
 import sqlite3
@@ -244,10 +245,15 @@ def test_the_direct_sqlite_reader_equals_the_mlflow_client(store):
 
     _fake_run(store, "maml", 0, {"final/test_loss": 0.5, "final/train_time_s": 3.0})
     _fake_run(store, "fomaml", 1, {"final/test_loss": 0.25}, status="KILLED")
+    _fake_run(store, "metasgd", 0, {"final/test_loss": math.nan})  # a diverged run
     tracker = MlflowTracker(store)
     experiment = tracker.experiment_id("sinusoid-5shot", create=False)
     direct = sorted(
         read_runs(tracker.client, experiment, sqlite_path(store)), key=lambda r: r.run_id
     )
     client = sorted(read_runs(tracker.client, experiment), key=lambda r: r.run_id)
-    assert len(direct) == 2 and direct == client
+    assert len(direct) == 3
+    nan_free = [r for r in direct if r.method != "metasgd"]
+    assert nan_free == [r for r in client if r.method != "metasgd"]
+    (diverged,) = [r for r in direct if r.method == "metasgd"]
+    assert math.isnan(diverged.metrics["final/test_loss"])  # not MLflow's stored 0
