@@ -60,6 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--data-root", default=None, help="folder with real datasets (else $MESABENCH_DATA)"
     )
+    run.add_argument("--parent", default=None, metavar="RUN_ID", help="a sweep's parent run")
 
     lst = sub.add_parser("list", help="list methods or benchmarks")
     lst.add_argument("what", choices=["methods", "benchmarks"])
@@ -72,6 +73,22 @@ def build_parser() -> argparse.ArgumentParser:
     from benchmarks.cli_results import add_commands
 
     add_commands(sub)
+
+    sweep = sub.add_parser("sweep", help="run methods x grid x seeds; resumable, local or Ray")
+    sweep.add_argument("file", nargs="?", default=None, help="a YAML sweep file")
+    sweep.add_argument("--benchmark", default=None)
+    sweep.add_argument("--methods", default=None, help="comma list of methods")
+    sweep.add_argument("--seeds", default="0", help="e.g. 0-4 or 0,2,5 (default 0)")
+    sweep.add_argument(
+        "--grid", action="append", default=[], metavar="KEY=V1,V2", help="repeatable"
+    )
+    sweep.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    sweep.add_argument("--preset", default=None)
+    sweep.add_argument("--device", default="cpu")
+    sweep.add_argument("--workers", type=int, default=1, help="parallel cells (local backend)")
+    sweep.add_argument("--backend", choices=["local", "ray"], default="local")
+    sweep.add_argument("--address", default=None, help="Ray cluster address (or 'auto')")
+    sweep.add_argument("--tracking-uri", default=None)
     return parser
 
 
@@ -179,7 +196,7 @@ def cmd_run(args, console: Console) -> int:
         )
         prepare_data(plan)
         tracker = MlflowTracker(args.tracking_uri)
-        run_id = tracker.start(plan, METHODS.get(plan.method_name).source)
+        run_id = tracker.start(plan, METHODS.get(plan.method_name).source, args.parent)
         checkpoint = None
     else:
         if args.method or args.benchmark or overrides:
@@ -235,6 +252,37 @@ def prepare_data(plan) -> None:
         raise UsageError(str(err)) from None
 
 
+def cmd_sweep(args, console: Console) -> int:
+    from pathlib import Path
+
+    from benchmarks.sweep import run_sweep, spec_from_args, spec_from_file
+    from benchmarks.tracking import MlflowTracker
+
+    if args.file is not None:
+        if args.benchmark or args.methods or args.grid or args.overrides:
+            raise UsageError("a sweep file takes no --benchmark, --methods, --grid or --set")
+        spec = spec_from_file(Path(args.file))
+    else:
+        if not args.benchmark or not args.methods:
+            raise UsageError("sweep needs a sweep file, or --benchmark and --methods")
+        spec = spec_from_args(
+            args.benchmark, args.methods, args.seeds, args.grid, args.overrides,
+            args.preset, args.device,
+        )  # fmt: skip
+    if args.workers < 1:
+        raise UsageError(f"--workers must be >= 1 (got {args.workers})")
+    _report_plugin_errors(console)
+    tracker = MlflowTracker(args.tracking_uri)
+    result = run_sweep(
+        spec, tracker, args.backend, args.workers, args.address, progress=console.print
+    )
+    console.print(
+        f"sweep {spec.sweep_id()}: done {len(result.done)}, failed {len(result.failed)}, "
+        f"skipped {len(result.skipped)}" + (" (interrupted)" if result.interrupted else "")
+    )
+    return result.exit_code
+
+
 def _results_command(name: str):
     def command(args, console: Console) -> int:
         from benchmarks import cli_results
@@ -248,6 +296,7 @@ COMMANDS = {
     "run": cmd_run,
     "list": cmd_list,
     "show": cmd_show,
+    "sweep": cmd_sweep,
     **{name: _results_command(name) for name in ("leaderboard", "report", "ui", "compare")},
 }
 

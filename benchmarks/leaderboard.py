@@ -280,8 +280,8 @@ def build_leaderboard(
     excluded = {"FAILED": 0, "KILLED": 0, "RUNNING": 0}
     groups: dict[tuple[str, ...], LeaderboardRow] = {}
     for run in records:
-        if not run_filter.admits(run):
-            continue
+        if run.method == "?" or not run_filter.admits(run):
+            continue  # not a method run (e.g. a sweep's parent), or filtered out
         if run.status != "FINISHED":
             excluded[run.status] = excluded.get(run.status, 0) + 1
             continue

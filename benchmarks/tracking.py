@@ -26,6 +26,8 @@ from mlflow.tracking import MlflowClient  # noqa: E402
 
 import benchmarks  # noqa: E402
 
+#: How long a write waits out other writers holding the SQLite lock (parallel sweeps).
+LOCK_RETRY_SECONDS = 60.0
 CHECKPOINT_PATH = "checkpoints/last.pt"
 CONFIG_PATH = "config.json"
 _BATCH_LIMIT = 900  # MLflow accepts at most 1000 metrics per log_batch call
@@ -56,6 +58,36 @@ def git_revision() -> str | None:
     return out.stdout.strip() or None if out.returncode == 0 else None
 
 
+class RetryingClient:
+    """An ``MlflowClient`` whose calls wait out "database is locked" from other writers.
+
+    SQLite admits one writer at a time; with parallel runs a write can find the lock taken
+    for longer than the driver waits. Retrying with backoff loses nothing: every call we
+    make is either idempotent or fails before it writes.
+    """
+
+    def __init__(self, client: MlflowClient):
+        self._client = client
+
+    def __getattr__(self, name: str):
+        attribute = getattr(self._client, name)
+        if not callable(attribute):
+            return attribute
+
+        def call(*args, **kwargs):
+            delay, deadline = 0.05, time.monotonic() + LOCK_RETRY_SECONDS
+            while True:
+                try:
+                    return attribute(*args, **kwargs)
+                except Exception as err:
+                    if "database is locked" not in str(err) or time.monotonic() > deadline:
+                        raise
+                    time.sleep(delay)
+                    delay = min(delay * 2, 2.0)
+
+        return call
+
+
 class MlflowTracker:
     """A :class:`benchmarks.recording.Recorder` that writes one MLflow run."""
 
@@ -64,7 +96,7 @@ class MlflowTracker:
         db = sqlite_path(self.uri)
         if db is not None:
             db.parent.mkdir(parents=True, exist_ok=True)
-        self.client = MlflowClient(tracking_uri=self.uri)
+        self.client = RetryingClient(MlflowClient(tracking_uri=self.uri))
         self.run_id: str | None = None
         self._pending: list[Metric] = []
         self._last_flush = time.monotonic()
@@ -79,10 +111,18 @@ class MlflowTracker:
             return None
         db = sqlite_path(self.uri)
         location = (db.parent / "artifacts" / benchmark).as_uri() if db is not None else None
-        return self.client.create_experiment(benchmark, artifact_location=location)
+        try:
+            return self.client.create_experiment(benchmark, artifact_location=location)
+        except Exception:
+            # Another process created it between our lookup and our create.
+            experiment = self.client.get_experiment_by_name(benchmark)
+            if experiment is None:
+                raise
+            return experiment.experiment_id
 
-    def start(self, plan, method_source: str) -> str:
-        """Create the run for ``plan`` and record its params, tags and resolved config."""
+    def start(self, plan, method_source: str, parent_run_id: str | None = None) -> str:
+        """Create the run for ``plan`` and record its params, tags and resolved config
+        (as a child of ``parent_run_id`` when a sweep runs it)."""
         tags = {
             "mesabench.version": benchmarks.__version__,
             "mesabench.method": plan.method_name,
@@ -94,6 +134,8 @@ class MlflowTracker:
         revision = git_revision()
         if revision:
             tags["mlflow.source.git.commit"] = revision
+        if parent_run_id:
+            tags["mlflow.parentRunId"] = parent_run_id
         run = self.client.create_run(
             self.experiment_id(plan.benchmark),
             run_name=f"{plan.method_name}-s{plan.seed}",

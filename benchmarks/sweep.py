@@ -1,0 +1,401 @@
+"""Sweeps: methods x grid x seeds, each cell a normal run, resumable, on this machine or Ray.
+
+A sweep is a parent MLflow run in the benchmark's experiment; every cell is an ordinary
+``python -m benchmarks run`` process recorded as its child, so a cell fails alone, shows up
+in every leaderboard, and is matched on the next invocation by its resolved configuration
+and seed: finished cells are skipped, failed and killed ones run again. The local backend is
+a bounded pool of worker processes; the Ray backend sends the same commands as Ray tasks.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import logging
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from benchmarks.config import ConfigError
+
+log = logging.getLogger("mesabench")
+
+SWEEP_TAG = "mesabench.sweep"
+#: Environment passed on to every cell (where the data is, how to reach the code).
+PASSED_ENV = ("PYTHONPATH", "MESABENCH_DATA", "MESABENCH_DISABLE_PLUGINS", "MLFLOW_TRACKING_URI")
+
+
+def parse_seeds(text: str) -> tuple[int, ...]:
+    """``"0-4"``, ``"0,2,5"`` or a mix (``"0-2,7"``) as a tuple of seeds."""
+    seeds: list[int] = []
+    try:
+        for part in text.split(","):
+            part = part.strip()
+            if "-" in part:
+                low, high = (int(x) for x in part.split("-", 1))
+                seeds += range(low, high + 1)
+            elif part:
+                seeds.append(int(part))
+    except ValueError:
+        raise ConfigError(f"seeds must look like 0-4 or 0,2,5 (got {text!r})") from None
+    if not seeds or min(seeds) < 0:
+        raise ConfigError(f"seeds must name at least one seed >= 0 (got {text!r})")
+    return tuple(dict.fromkeys(seeds))
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One run of the sweep."""
+
+    method: str
+    seed: int
+    overrides: tuple[tuple[str, str], ...]
+
+    def label(self) -> str:
+        settings = " ".join(f"{k}={v}" for k, v in self.overrides)
+        return f"{self.method} seed {self.seed}" + (f" ({settings})" if settings else "")
+
+
+@dataclass(frozen=True)
+class SweepSpec:
+    benchmark: str
+    methods: tuple[str, ...]
+    seeds: tuple[int, ...]
+    grid: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    settings: tuple[tuple[str, str], ...] = ()  # fixed --set for every cell
+    preset: str | None = None
+    device: str = "cpu"
+    #: Resources a cell asks Ray for.
+    cpus_per_cell: float = 1.0
+    gpus_per_cell: float = 0.0
+
+    def cells(self) -> list[Cell]:
+        keys = [k for k, _ in self.grid]
+        combos = itertools.product(*(values for _, values in self.grid)) if keys else [()]
+        cells = []
+        for method, combo in itertools.product(self.methods, list(combos)):
+            overrides = (*self.settings, *zip(keys, combo, strict=True))
+            cells += [Cell(method, seed, tuple(overrides)) for seed in self.seeds]
+        return cells
+
+    def sweep_id(self) -> str:
+        """Names the sweep: the same spec gives the same id, so a re-run finds its parent."""
+        body = json.dumps(
+            {
+                "benchmark": self.benchmark,
+                "methods": self.methods,
+                "seeds": self.seeds,
+                "grid": self.grid,
+                "settings": self.settings,
+                "preset": self.preset,
+            },
+            sort_keys=True,
+        )
+        return hashlib.sha256(body.encode()).hexdigest()[:12]
+
+
+def _pairs(items: Sequence[str], flag: str) -> list[tuple[str, str]]:
+    out = []
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"{flag} expects KEY=VALUE (got {item!r})")
+        out.append((key.strip(), value.strip()))
+    return out
+
+
+def spec_from_args(
+    benchmark: str,
+    methods: str,
+    seeds: str,
+    grid: Sequence[str] = (),
+    settings: Sequence[str] = (),
+    preset: str | None = None,
+    device: str = "cpu",
+) -> SweepSpec:
+    grid_items = []
+    for key, values in _pairs(grid, "--grid"):
+        options = tuple(v.strip() for v in values.split(",") if v.strip())
+        if not options:
+            raise ConfigError(f"--grid {key} needs at least one value")
+        grid_items.append((key, options))
+    names = tuple(m.strip() for m in methods.split(",") if m.strip())
+    if not names:
+        raise ConfigError("--methods needs at least one method name")
+    return SweepSpec(
+        benchmark=benchmark,
+        methods=names,
+        seeds=parse_seeds(seeds),
+        grid=tuple(grid_items),
+        settings=tuple(_pairs(settings, "--set")),
+        preset=preset,
+        device=device,
+    )
+
+
+def spec_from_file(path: Path) -> SweepSpec:
+    """A YAML sweep file: ``benchmark``, ``methods``, ``seeds``, optional ``grid`` (key: list
+    of values), ``set`` (key: value), ``preset``, ``device``, ``cpus_per_cell``,
+    ``gpus_per_cell``."""
+    import yaml
+
+    try:
+        body = yaml.safe_load(Path(path).read_text())
+    except (OSError, yaml.YAMLError) as err:
+        raise ConfigError(f"cannot read sweep file {path}: {err}") from None
+    allowed = {"benchmark", "methods", "seeds", "grid", "set", "preset", "device",
+               "cpus_per_cell", "gpus_per_cell"}  # fmt: skip
+    if not isinstance(body, dict) or not {"benchmark", "methods", "seeds"} <= set(body):
+        raise ConfigError(f"{path}: a sweep file needs benchmark, methods and seeds")
+    unknown = set(body) - allowed
+    if unknown:
+        raise ConfigError(f"{path}: unknown keys {sorted(unknown)}; allowed: {sorted(allowed)}")
+    methods = body["methods"]
+    seeds = body["seeds"]
+    return SweepSpec(
+        benchmark=str(body["benchmark"]),
+        methods=tuple(methods) if isinstance(methods, list) else (str(methods),),
+        seeds=parse_seeds(",".join(map(str, seeds)) if isinstance(seeds, list) else str(seeds)),
+        grid=tuple(
+            (str(k), tuple(str(v) for v in vs)) for k, vs in (body.get("grid") or {}).items()
+        ),
+        settings=tuple((str(k), str(v)) for k, v in (body.get("set") or {}).items()),
+        preset=body.get("preset"),
+        device=str(body.get("device", "cpu")),
+        cpus_per_cell=float(body.get("cpus_per_cell", 1.0)),
+        gpus_per_cell=float(body.get("gpus_per_cell", 0.0)),
+    )
+
+
+# -- planning and matching -------------------------------------------------------------
+@dataclass
+class SweepResult:
+    done: list[Cell] = field(default_factory=list)
+    failed: list[tuple[Cell, str]] = field(default_factory=list)
+    skipped: list[Cell] = field(default_factory=list)
+    interrupted: bool = False
+
+    @property
+    def exit_code(self) -> int:
+        return 130 if self.interrupted else (1 if self.failed else 0)
+
+
+def plan_cells(spec: SweepSpec) -> dict[Cell, str]:
+    """Validate every cell before anything runs; returns each cell's config hash."""
+    from benchmarks.runner import plan_run
+
+    hashes = {}
+    for cell in spec.cells():
+        plan = plan_run(
+            cell.method, spec.benchmark, cell.seed, dict(cell.overrides), spec.device, spec.preset
+        )
+        hashes[cell] = plan.config_hash()
+    return hashes
+
+
+def finished_keys(tracker, benchmark: str) -> set[tuple[str, str, int]]:
+    """(method, config hash, seed) of every FINISHED run of ``benchmark`` in the store."""
+    from benchmarks.leaderboard import leaderboard_from_store
+
+    board = leaderboard_from_store(tracker, benchmark, references=False)
+    return {(r.method, r.config_hash, r.seed) for row in board.ours for r in row.runs}
+
+
+def parent_run(tracker, spec: SweepSpec) -> str:
+    """The sweep's parent run: found again by its sweep id, else created."""
+    experiment = tracker.experiment_id(spec.benchmark)
+    sweep_id = spec.sweep_id()
+    found = tracker.client.search_runs(
+        [experiment], filter_string=f"tags.`{SWEEP_TAG}` = '{sweep_id}'", max_results=1
+    )
+    if found:
+        run_id = found[0].info.run_id
+        tracker.client.update_run(run_id, status="RUNNING")
+        return run_id
+    run = tracker.client.create_run(
+        experiment,
+        run_name=f"sweep-{sweep_id}",
+        tags={SWEEP_TAG: sweep_id, "mesabench.benchmark": spec.benchmark},
+    )
+    tracker.client.log_text(
+        run.info.run_id,
+        json.dumps({"cells": [c.label() for c in spec.cells()]}, indent=2),
+        "sweep.json",
+    )
+    return run.info.run_id
+
+
+def cell_command(spec: SweepSpec, cell: Cell, uri: str, parent: str) -> list[str]:
+    argv = [sys.executable, "-m", "benchmarks", "run", "--method", cell.method,
+            "--benchmark", spec.benchmark, "--seed", str(cell.seed), "--tracking-uri", uri,
+            "--parent", parent, "--device", spec.device]  # fmt: skip
+    if spec.preset:
+        argv += ["--preset", spec.preset]
+    for key, value in cell.overrides:
+        argv += ["--set", f"{key}={value}"]
+    return argv
+
+
+def cell_env(threads: int, remote: bool = False) -> dict[str, str]:
+    """The environment of a cell: ours on this machine; on a cluster node only what says
+    where data and code are (the node keeps its own paths)."""
+    env = dict(os.environ)
+    if remote:
+        env = {k: v for k, v in env.items() if k in PASSED_ENV}
+    env["MLFLOW_DISABLE_TELEMETRY"] = "true"
+    env["OMP_NUM_THREADS"] = str(threads)  # workers share the cores instead of fighting
+    env["COLUMNS"] = "250"  # a failure's one-line reason stays one line in the summary
+    return env
+
+
+def _tail(text: str) -> str:
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    return lines[-1][:300] if lines else "no output"
+
+
+# -- backends ---------------------------------------------------------------------------
+Report = Callable[[Cell, int, str], None]
+
+
+class LocalBackend:
+    """A bounded pool of worker processes on this machine."""
+
+    def __init__(self, workers: int):
+        self.workers = workers
+        self._processes: set[subprocess.Popen] = set()
+        self._lock = threading.Lock()
+        self._stopping = False
+
+    def _run_one(self, argv: list[str], env: dict[str, str], cell: Cell, report: Report) -> None:
+        with self._lock:
+            if self._stopping:
+                return
+            process = subprocess.Popen(
+                argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+            )
+            self._processes.add(process)
+        output, _ = process.communicate()
+        with self._lock:
+            self._processes.discard(process)
+        report(cell, process.returncode, output)
+
+    def run(self, jobs: list[tuple[Cell, list[str]]], env: dict[str, str], report: Report) -> None:
+        with ThreadPoolExecutor(max_workers=self.workers) as pool:
+            futures = [pool.submit(self._run_one, argv, env, cell, report) for cell, argv in jobs]
+            try:
+                for future in futures:
+                    future.result()
+            except KeyboardInterrupt:
+                self.stop()
+                raise
+
+    def stop(self) -> None:
+        """Interrupt every running cell: each marks its own run KILLED."""
+        with self._lock:
+            self._stopping = True
+            for process in self._processes:
+                process.terminate()
+        for process in list(self._processes):
+            try:
+                process.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                process.kill()
+
+
+def _ray_cell(argv: list[str], env: dict[str, str]) -> tuple[int, str]:
+    """What a Ray task runs: the cell's command, on whichever node Ray placed it (with that
+    node's Python, which must have mesabench installed)."""
+    env = {**os.environ, **env}
+    done = subprocess.run([sys.executable, *argv[1:]], env=env, capture_output=True, text=True)
+    return done.returncode, done.stdout + done.stderr
+
+
+class RayBackend:
+    """The same commands as Ray tasks, with the spec's CPU / GPU request per cell."""
+
+    def __init__(self, address: str | None, cpus: float, gpus: float, local_cpus: int):
+        self.address, self.cpus, self.gpus, self.local_cpus = address, cpus, gpus, local_cpus
+
+    def run(self, jobs: list[tuple[Cell, list[str]]], env: dict[str, str], report: Report) -> None:
+        import ray
+
+        started_here = not ray.is_initialized()
+        if started_here:
+            if self.address:
+                ray.init(address=self.address, log_to_driver=False)
+            else:  # a local instance, sized like the local pool
+                ray.init(num_cpus=self.local_cpus, include_dashboard=False, log_to_driver=False)
+        try:
+            remote = ray.remote(num_cpus=self.cpus, num_gpus=self.gpus)(_ray_cell)
+            pending = {remote.remote(argv, env): cell for cell, argv in jobs}
+            while pending:
+                ready, _ = ray.wait(list(pending), num_returns=1)
+                for ref in ready:
+                    code, output = ray.get(ref)
+                    report(pending.pop(ref), code, output)
+        finally:
+            if started_here:
+                ray.shutdown()
+
+
+def run_sweep(
+    spec: SweepSpec,
+    tracker,
+    backend: str = "local",
+    workers: int = 1,
+    address: str | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> SweepResult:
+    """Run the cells of ``spec`` that have not finished yet; returns the summary."""
+    hashes = plan_cells(spec)  # all validation first: bad input runs nothing
+    finished = finished_keys(tracker, spec.benchmark)
+    result = SweepResult()
+    todo = []
+    for cell in spec.cells():
+        if (cell.method, hashes[cell], cell.seed) in finished:
+            result.skipped.append(cell)
+        else:
+            todo.append(cell)
+    parent = parent_run(tracker, spec)
+    say = progress or (lambda line: log.info(line))
+    say(f"sweep {spec.sweep_id()}: {len(todo)} to run, {len(result.skipped)} already finished")
+    lock = threading.Lock()
+
+    def report(cell: Cell, code: int, output: str) -> None:
+        with lock:
+            if code == 0:
+                result.done.append(cell)
+                say(f"done    {cell.label()}")
+            else:
+                result.failed.append((cell, _tail(output)))
+                say(f"FAILED  {cell.label()}: {_tail(output)}")
+
+    jobs = [(cell, cell_command(spec, cell, tracker.uri, parent)) for cell in todo]
+    cpus = os.cpu_count() or 1
+    try:
+        if backend == "ray":
+            runner: Any = RayBackend(address, spec.cpus_per_cell, spec.gpus_per_cell, workers)
+            env = cell_env(max(1, int(spec.cpus_per_cell)), remote=True)
+        else:
+            runner = LocalBackend(workers)
+            env = cell_env(max(1, cpus // workers))
+        runner.run(jobs, env, report)
+    except KeyboardInterrupt:
+        result.interrupted = True
+    status = "KILLED" if result.interrupted else ("FAILED" if result.failed else "FINISHED")
+    tracker.client.log_text(parent, _summary_text(result), "summary.txt")
+    tracker.client.set_terminated(parent, status=status)
+    return result
+
+
+def _summary_text(result: SweepResult) -> str:
+    lines = [f"done {len(result.done)}, failed {len(result.failed)}, skipped {len(result.skipped)}"]
+    lines += [f"FAILED {cell.label()}: {reason}" for cell, reason in result.failed]
+    return "\n".join(lines) + "\n"

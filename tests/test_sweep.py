@@ -1,0 +1,160 @@
+"""Sweeps: cells, validation before anything runs, resumability, failure isolation, Ray."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+from benchmarks.cli import main
+from benchmarks.config import ConfigError
+from benchmarks.sweep import SWEEP_TAG, parse_seeds, spec_from_args, spec_from_file
+from tests.helpers import ROOT, python_env
+
+FAST = ["--set", "iterations=20", "--set", "val_every=10", "--set", "val_tasks=20",
+        "--set", "test_tasks=50"]  # fmt: skip
+
+
+def _runs(store, benchmark="sinusoid-5shot"):
+    client = MlflowClient(store)
+    experiment = client.get_experiment_by_name(benchmark)
+    return [] if experiment is None else client.search_runs([experiment.experiment_id])
+
+
+def _cells(runs):
+    return [r for r in runs if SWEEP_TAG not in r.data.tags]
+
+
+def test_seeds_cells_and_sweep_files(tmp_path):
+    assert parse_seeds("0-2,7") == (0, 1, 2, 7)
+    with pytest.raises(ConfigError):
+        parse_seeds("a-b")
+    spec = spec_from_args("sinusoid-5shot", "maml,fomaml", "0-1", ["inner_lr=0.01,0.1"])
+    assert len(spec.cells()) == 2 * 2 * 2
+    assert (
+        spec.sweep_id()
+        == spec_from_args("sinusoid-5shot", "maml,fomaml", "0-1", ["inner_lr=0.01,0.1"]).sweep_id()
+    )
+    grid = spec_from_file(ROOT / "sweeps" / "sparse_lamaml_grid.yaml")
+    assert grid.benchmark == "mnist-rotations" and len(grid.cells()) == 12
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("benchmark: sinusoid-5shot\nmethods: [maml]\nseeds: 0\nworkers: 3\n")
+    with pytest.raises(ConfigError, match="unknown keys"):
+        spec_from_file(bad)
+
+
+def test_a_bad_cell_stops_the_sweep_before_anything_runs(store, capsys):
+    args = ["sweep", "--benchmark", "sinusoid-5shot", "--methods", "maml", "--seeds", "0-1"]
+    assert main([*args, "--grid", "inner_lr=0.1,fast", "--tracking-uri", store]) == 2
+    assert "inner_lr" in capsys.readouterr().err
+    assert _runs(store) == []
+
+
+def test_local_sweep_isolates_failures_and_skips_finished_cells_on_rerun(store, capsys):
+    args = ["sweep", "--benchmark", "sinusoid-5shot", "--methods", "maml,fomaml", "--seeds",
+            "0-1", "--grid", "inner_lr=0.01,1e9", *FAST, "--workers", "2",
+            "--tracking-uri", store]  # fmt: skip
+    assert main(args) == 1  # the inner_lr=1e9 cells diverge
+    out = capsys.readouterr().out
+    assert "done 4, failed 4, skipped 0" in out and "diverged at iteration" in out
+    runs = _runs(store)
+    (parent,) = [r for r in runs if SWEEP_TAG in r.data.tags]
+    assert parent.info.status == "FAILED"
+    cells = _cells(runs)
+    assert len(cells) == 8
+    assert {r.data.tags["mlflow.parentRunId"] for r in cells} == {parent.info.run_id}
+    assert sorted(r.info.status for r in cells) == ["FAILED"] * 4 + ["FINISHED"] * 4
+
+    # Again: finished cells are skipped, failed ones run again (and fail again).
+    assert main(args) == 1
+    assert "done 0, failed 4, skipped 4" in capsys.readouterr().out
+    cells = _cells(_runs(store))
+    assert len(cells) == 12 and sum(r.info.status == "FINISHED" for r in cells) == 4
+    assert len([r for r in _runs(store) if SWEEP_TAG in r.data.tags]) == 1  # same parent
+
+    # The sweep's parent never shows up as a leaderboard row.
+    assert main(["leaderboard", "--tracking-uri", store, "--format", "json"]) == 0
+    assert '"method": "?"' not in capsys.readouterr().out
+
+
+def _finished_keys(store):
+    return [
+        (
+            r.data.tags["mesabench.method"],
+            r.data.tags["mesabench.config_hash"],
+            r.data.tags["mesabench.seed"],
+        )  # fmt: skip
+        for r in _cells(_runs(store))
+        if r.info.status == "FINISHED"
+    ]
+
+
+def test_a_killed_sweep_resumes_with_the_remaining_cells_only(store, tmp_path):
+    args = [sys.executable, "-m", "benchmarks", "sweep", "--benchmark", "sinusoid-5shot",
+            "--methods", "maml", "--seeds", "0-3", "--set", "iterations=400",
+            "--set", "val_every=200", "--set", "test_tasks=50", "--set", "val_tasks=20",
+            "--workers", "1", "--tracking-uri", store]  # fmt: skip
+    process = subprocess.Popen(args, env=python_env(), cwd=tmp_path, stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True)  # fmt: skip
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and not _finished_keys(store):
+        time.sleep(1)
+    process.send_signal(signal.SIGTERM)
+    output = process.communicate(timeout=120)[0]
+    assert process.returncode == 130, output[-2000:]
+    first = _finished_keys(store)
+    assert 1 <= len(first) < 4
+    statuses = [r.info.status for r in _cells(_runs(store))]
+    assert "KILLED" in statuses or len(statuses) == len(first)
+
+    resumed = subprocess.run(args, env=python_env(), cwd=tmp_path, capture_output=True,
+                             text=True, timeout=600)  # fmt: skip
+    assert resumed.returncode == 0, resumed.stdout[-2000:]
+    assert f"done {4 - len(first)}, failed 0, skipped {len(first)}" in resumed.stdout
+    finished = _finished_keys(store)
+    assert len(finished) == 4 and len(set(finished)) == 4  # nothing finished twice
+
+
+@pytest.mark.slow
+def test_ray_backend_gives_the_local_leaderboard(tmp_path, capsys):
+    boards = {}
+    for backend in ("local", "ray"):
+        store = f"sqlite:///{tmp_path / backend / 'mlflow.db'}"
+        args = ["sweep", "--benchmark", "sinusoid-5shot", "--methods", "maml,fomaml",
+                "--seeds", "0-1", *FAST, "--workers", "2", "--backend", backend,
+                "--tracking-uri", store]  # fmt: skip
+        assert main(args) == 0
+        capsys.readouterr()
+        assert main(["leaderboard", "--tracking-uri", store, "--format", "json"]) == 0
+        rows = __import__("json").loads(capsys.readouterr().out)[0]["rows"]
+        boards[backend] = {
+            (r["method"], r["seeds"]): r["stats"]["final/test_loss"]["mean"]
+            for r in rows
+            if not r["reference"]
+        }
+    assert boards["ray"] == boards["local"] and len(boards["ray"]) == 2
+
+
+@pytest.mark.slow
+def test_eight_concurrent_writers_all_finish_with_all_metrics(tmp_path, capsys):
+    store = f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}"
+    args = ["sweep", "--benchmark", "sinusoid-5shot", "--methods", "maml", "--seeds", "0-7",
+            *FAST, "--set", "log_every=1", "--workers", "8", "--tracking-uri", store]  # fmt: skip
+    assert main(args) == 0
+    client = MlflowClient(store)
+    cells = _cells(_runs(store))
+    assert len(cells) == 8 and {r.info.status for r in cells} == {"FINISHED"}
+    for run in cells:
+        assert len(client.get_metric_history(run.info.run_id, "train/loss")) == 20
+        assert "final/test_loss" in run.data.metrics
+
+
+def test_sweep_file_and_arguments_are_exclusive(capsys):
+    path = Path(ROOT / "sweeps" / "sinusoid_two_methods.yaml")
+    assert main(["sweep", str(path), "--methods", "maml"]) == 2
+    assert "sweep file takes no" in capsys.readouterr().err
