@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # no bars in reports
 
 import torch  # noqa: E402
 from mlflow.entities import Metric, Param  # noqa: E402
