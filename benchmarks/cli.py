@@ -255,7 +255,7 @@ def prepare_data(plan) -> None:
 def cmd_sweep(args, console: Console) -> int:
     from pathlib import Path
 
-    from benchmarks.sweep import run_sweep, spec_from_args, spec_from_file
+    from benchmarks.sweep import run_sweep, spec_from_args, spec_from_file, summary_line
     from benchmarks.tracking import MlflowTracker
 
     if args.file is not None:
@@ -276,10 +276,7 @@ def cmd_sweep(args, console: Console) -> int:
     result = run_sweep(
         spec, tracker, args.backend, args.workers, args.address, progress=console.print
     )
-    console.print(
-        f"sweep {spec.sweep_id()}: done {len(result.done)}, failed {len(result.failed)}, "
-        f"skipped {len(result.skipped)}" + (" (interrupted)" if result.interrupted else "")
-    )
+    console.print(f"sweep {spec.sweep_id()}: {summary_line(result)}")
     return result.exit_code
 
 

@@ -179,6 +179,7 @@ def spec_from_file(path: Path) -> SweepSpec:
 class SweepResult:
     done: list[Cell] = field(default_factory=list)
     failed: list[tuple[Cell, str]] = field(default_factory=list)
+    killed: list[Cell] = field(default_factory=list)  # stopped by an interrupted sweep
     skipped: list[Cell] = field(default_factory=list)
     interrupted: bool = False
 
@@ -373,6 +374,9 @@ def run_sweep(
             if code == 0:
                 result.done.append(cell)
                 say(f"done    {cell.label()}")
+            elif code in (130, -15, -2):  # the cell's own exit code for KILLED, or a signal
+                result.killed.append(cell)
+                say(f"killed  {cell.label()}")
             else:
                 result.failed.append((cell, _tail(output)))
                 say(f"FAILED  {cell.label()}: {_tail(output)}")
@@ -395,7 +399,14 @@ def run_sweep(
     return result
 
 
+def summary_line(result: SweepResult) -> str:
+    line = f"done {len(result.done)}, failed {len(result.failed)}, skipped {len(result.skipped)}"
+    if result.killed:
+        line += f", killed {len(result.killed)}"
+    return line + (" (interrupted)" if result.interrupted else "")
+
+
 def _summary_text(result: SweepResult) -> str:
-    lines = [f"done {len(result.done)}, failed {len(result.failed)}, skipped {len(result.skipped)}"]
+    lines = [summary_line(result)]
     lines += [f"FAILED {cell.label()}: {reason}" for cell, reason in result.failed]
     return "\n".join(lines) + "\n"
