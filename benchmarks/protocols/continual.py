@@ -18,8 +18,8 @@ import torch
 
 from benchmarks.config import param
 from benchmarks.metrics import continual_metrics
-from benchmarks.protocols.episodic import DivergenceError, ProgressCallback, overall_sparsity
-from benchmarks.recording import Recorder
+from benchmarks.protocols.base import Protocol
+from benchmarks.protocols.episodic import DivergenceError, overall_sparsity
 from datasets.streams import TaskStream
 from datasets.tasks import seeded_generator
 from methods.api import ContinualMethod
@@ -37,26 +37,12 @@ class ContinualConfig:
         return task.tasks * self.epochs * math.ceil(task.train_per_task / self.batch_size)
 
 
-class ContinualProtocol:
+class ContinualProtocol(Protocol):
     """Drives a :class:`ContinualMethod` through a task stream and scores it after each task."""
 
     name = "continual"
-
-    def __init__(
-        self,
-        config: ContinualConfig,
-        source: TaskStream,
-        seed: int,
-        recorder: Recorder,
-        device: torch.device,
-        progress: ProgressCallback | None = None,
-    ):
-        self.config = config
-        self.source = source
-        self.seed = seed
-        self.recorder = recorder
-        self.device = device
-        self.progress = progress
+    config: ContinualConfig
+    source: TaskStream
 
     # -- evaluation ---------------------------------------------------------------------
     def accuracy(self, method: ContinualMethod, task: int) -> float:

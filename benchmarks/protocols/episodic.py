@@ -10,7 +10,6 @@ from __future__ import annotations
 import copy
 import math
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,7 +17,7 @@ import torch
 
 from benchmarks.config import ConfigError, param
 from benchmarks.metrics import mean_ci95
-from benchmarks.recording import Recorder
+from benchmarks.protocols.base import Protocol
 from datasets.tasks import TaskSource, seeded_generator
 from methods.api import EpisodicMethod, Method
 from methods.losses import is_classification, per_task_accuracy, per_task_loss
@@ -55,7 +54,6 @@ class EpisodicConfig:
             raise ConfigError("eval_steps must name at least one step count")
 
 
-ProgressCallback = Callable[[int, dict[str, float]], None]
 
 
 @dataclass
@@ -65,26 +63,15 @@ class _Best:
     state: dict[str, Any] | None = None
 
 
-class EpisodicProtocol:
+class EpisodicProtocol(Protocol):
     """Drives an :class:`EpisodicMethod` through meta-training, meta-validation and meta-test."""
 
     name = "episodic"
+    config: EpisodicConfig
+    source: TaskSource
 
-    def __init__(
-        self,
-        config: EpisodicConfig,
-        source: TaskSource,
-        seed: int,
-        recorder: Recorder,
-        device: torch.device,
-        progress: ProgressCallback | None = None,
-    ):
-        self.config = config
-        self.source = source
-        self.seed = seed
-        self.recorder = recorder
-        self.device = device
-        self.progress = progress
+    def __init__(self, config: EpisodicConfig, source: TaskSource, *args, **kwargs):
+        super().__init__(config, source, *args, **kwargs)
         self.classification = is_classification(source.problem.loss)
 
     # -- evaluation ---------------------------------------------------------------------
