@@ -46,6 +46,7 @@ class InnerLoop:
         # vmap over tasks, or a Python loop over the same single-task function. vmap wins for
         # small networks; on a CPU, per-task convolutions stay in cache and a loop is faster.
         self.vectorize = vectorize
+        self._flat: dict[tuple, dict[str, tuple[Tensor, Params]]] = {}  # lookahead vectors
 
     def forward(self, params: Params, buffers: Params, x: Tensor) -> Tensor:
         functional = getattr(self.network, "functional_forward", None)
@@ -132,28 +133,34 @@ class InnerLoop:
         shapes = [params[n].shape for n in names]
         sizes = [params[n].numel() for n in names]
 
-        def flat_and_views(source: Tensor | None = None) -> tuple[Tensor, Params]:
+        def flat_and_views() -> tuple[Tensor, Params]:
             flat = torch.zeros(sum(sizes), dtype=params[names[0]].dtype, device=x.device)
             views = {
                 n: v.view(shape)
                 for n, v, shape in zip(names, flat.split(sizes), shapes, strict=True)
             }
-            if source is not None:
-                flat.copy_(source)
             return flat, views
 
+        # The vectors are kept between calls (allocating seven per batch is measurable): the
+        # returned gradients are valid until the next call.
+        key = (tuple(names), x.device, params[names[0]].dtype)
+        if key not in self._flat:
+            roles = ("fast", "rate", "sample", "meta", "steps", "params", "rates")
+            self._flat[key] = {role: flat_and_views() for role in roles}
+        vectors = self._flat[key]
+        (fast, fast_views), (rate, _) = vectors["fast"], vectors["rate"]
+        (sample_grad, sample_views), (meta_grad, meta_views) = vectors["sample"], vectors["meta"]
+        (steps_taken, _), (param_grads, param_views) = vectors["steps"], vectors["params"]
+        rate_grads, rate_views = vectors["rates"]
         with torch.no_grad():  # the rates are constant along the trajectory
             rates = [
                 torch.as_tensor(self.modulation.rate(n), device=x.device).expand(shape).reshape(-1)
                 for n, shape in zip(names, shapes, strict=True)
             ]
-            fast, fast_views = flat_and_views(torch.cat([params[n].reshape(-1) for n in names]))
-        rate, _ = flat_and_views(torch.cat(rates))
-        sample_grad, sample_views = flat_and_views()
-        meta_grad, meta_views = flat_and_views()
-        steps_taken, _ = flat_and_views()
-        param_grads, param_views = flat_and_views()
-        rate_grads, rate_views = flat_and_views()
+            torch.cat(rates, out=rate)
+            torch.cat([params[n].reshape(-1) for n in names], out=fast)
+            for vector in (steps_taken, param_grads, rate_grads):
+                vector.zero_()
 
         def gradient(xb: Tensor, yb: Tensor, into: Tensor) -> Tensor:
             with torch.enable_grad():
@@ -175,7 +182,9 @@ class InnerLoop:
 
         count = len(x)
         total = torch.zeros((), device=x.device)
-        with torch.no_grad():
+        # Inference mode skips autograd's bookkeeping on every small op; the generic path
+        # needs autograd for its gradients.
+        with torch.inference_mode() if grouped is not None else torch.no_grad():
             sample_and_meta(0)
             for i in range(count):
                 # sample_grad holds sample i's gradient at phi_{i-1}: step, then score phi_i

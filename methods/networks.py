@@ -22,6 +22,7 @@ class MLP(nn.Sequential):
         super().__init__(*layers)
         self.head_prefix = f"{len(layers) - 1}."
         self.depth = len(hidden) + 1
+        self._row_cache: dict[tuple, tuple[torch.Tensor, torch.Tensor]] = {}
 
     def functional_forward(self, params: dict[str, torch.Tensor], x: torch.Tensor):
         """The forward pass with the given weights: the same operations as ``forward``
@@ -32,6 +33,18 @@ class MLP(nn.Sequential):
             if layer < self.depth - 1:
                 x = F.relu(x)
         return x
+
+    def _row_constants(self, n: int, first: int, like: torch.Tensor):
+        """-1 per row (for the one-hot) and each row's 1 / group size, cached per shape."""
+        key = (n, first, like.device, like.dtype)
+        cache = self._row_cache
+        if key not in cache:
+            scale = torch.full(
+                (n, 1), 1.0 / max(n - first, 1), device=like.device, dtype=like.dtype
+            )
+            scale[:first] = 1.0 / first
+            cache[key] = (-torch.ones(n, 1, device=like.device, dtype=like.dtype), scale)
+        return cache[key]
 
     def grouped_gradients(
         self,
@@ -57,21 +70,21 @@ class MLP(nn.Sequential):
             if layer < self.depth - 1:
                 pre_activations.append(h)
                 h = F.relu(h)
-        groups = (slice(0, first), slice(first, len(x)))
+        n = len(x)
         log_p = F.log_softmax(h, dim=-1)
-        row_loss = -log_p.gather(1, y[:, None]).squeeze(1)
-        losses = torch.stack([row_loss[g].mean() for g in groups])
-        delta = log_p.exp()
-        delta[torch.arange(len(y)), y] -= 1.0
-        delta[: groups[0].stop] /= first
-        delta[groups[1].start :] /= len(x) - first
+        picked = log_p.gather(1, y[:, None])
+        losses = -torch.stack((picked[:first].mean(), picked[first:].mean()))
+        # dL/dlogits per row: softmax - onehot, each group scaled by its own mean.
+        minus_one, row_scale = self._row_constants(n, first, x)
+        delta = log_p.exp_().scatter_add_(1, y[:, None], minus_one).mul_(row_scale)
         for layer in reversed(range(self.depth)):
             a, w = inputs[layer], params[f"{2 * layer}.weight"]
-            for grads, g in zip(out, groups, strict=True):
-                torch.matmul(delta[g].T, a[g], out=grads[f"{2 * layer}.weight"])
-                torch.sum(delta[g], 0, out=grads[f"{2 * layer}.bias"])
+            pairs = ((delta[:first], a[:first]), (delta[first:], a[first:]))
+            for grads, (d, a_g) in zip(out, pairs, strict=True):
+                torch.matmul(d.T, a_g, out=grads[f"{2 * layer}.weight"])
+                torch.sum(d, 0, out=grads[f"{2 * layer}.bias"])
             if layer > 0:
-                delta = (delta @ w) * (pre_activations[layer - 1] > 0)
+                delta = (delta @ w).mul_(pre_activations[layer - 1] > 0)
         return losses
 
 
