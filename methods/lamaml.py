@@ -107,8 +107,9 @@ class LookAheadMetaLearner(StreamLearner):
             if c.learn_modulation:
                 self.modulation_optimizer.step()  # the rates move first ...
             with torch.no_grad():  # ... then the weights take the step they now prescribe
-                for name, p in self.params.items():
-                    p.sub_(self.modulation.rate(name) * p.grad)
+                weights = list(self.params.values())
+                rates = [torch.as_tensor(self.modulation.rate(n)) for n in self.params]
+                torch._foreach_addcmul_(weights, rates, [p.grad for p in weights], value=-1.0)
             if glance == 0 and c.buffer_size > 0:
                 # Once per sample (the public code re-adds it on every glance).
                 self.replay.add(x, y)
