@@ -54,8 +54,6 @@ class EpisodicConfig:
             raise ConfigError("eval_steps must name at least one step count")
 
 
-
-
 @dataclass
 class _Best:
     score: float = math.inf
