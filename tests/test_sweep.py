@@ -159,3 +159,44 @@ def test_sweep_file_and_arguments_are_exclusive(capsys):
     path = Path(ROOT / "sweeps" / "sinusoid_two_methods.yaml")
     assert main(["sweep", str(path), "--methods", "maml"]) == 2
     assert "sweep file takes no" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_leaderboard_and_ui_keep_working_while_a_sweep_writes(tmp_path, capsys):
+    import json
+    import socket
+    import urllib.request
+
+    store = f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}"
+    args = [sys.executable, "-m", "benchmarks", "sweep", "--benchmark", "sinusoid-5shot",
+            "--methods", "maml,fomaml", "--seeds", "0-1", "--set", "iterations=300",
+            "--set", "log_every=1", "--set", "val_every=100", "--set", "test_tasks=50",
+            "--workers", "2", "--tracking-uri", store]  # fmt: skip
+    sweep = subprocess.Popen(args, env=python_env(), cwd=tmp_path, stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True)  # fmt: skip
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    ui = subprocess.Popen(
+        [sys.executable, "-m", "benchmarks", "ui", "--tracking-uri", store, "--port", str(port)],
+        env=python_env(), cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        boards, ui_ok = 0, False
+        while sweep.poll() is None:
+            capsys.readouterr()
+            assert main(["leaderboard", "--tracking-uri", store, "--format", "json"]) == 0
+            json.loads(capsys.readouterr().out)
+            boards += 1
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=5) as response:
+                    ui_ok = ui_ok or response.status == 200
+            except OSError:
+                pass
+            time.sleep(1)
+        assert sweep.returncode == 0, sweep.stdout.read()[-2000:]
+        assert boards >= 3 and ui_ok
+    finally:
+        ui.terminate()
+        ui.wait(timeout=30)
+    assert len([r for r in _cells(_runs(store)) if r.info.status == "FINISHED"]) == 4
