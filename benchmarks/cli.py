@@ -19,7 +19,7 @@ from rich.console import Console
 from rich.table import Table
 
 from benchmarks.cli_results import ResultsUsageError
-from benchmarks.config import ConfigError
+from benchmarks.config import ConfigError, parse_pairs
 from datasets.data_root import DATA_ENV
 from methods.registry import RegistryError
 
@@ -93,13 +93,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def parse_overrides(items: Sequence[str]) -> dict[str, str]:
-    overrides = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise UsageError(f"--set expects KEY=VALUE (got {item!r})")
-        overrides[key.strip()] = value.strip()
-    return overrides
+    return parse_pairs(items, "--set")
 
 
 def _report_plugin_errors(console: Console) -> None:

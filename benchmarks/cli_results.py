@@ -6,6 +6,7 @@ RunFilter` and the formats of :mod:`benchmarks.leaderboard_formats`.
 
 from __future__ import annotations
 
+import io
 import os
 import subprocess
 import sys
@@ -15,21 +16,12 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from benchmarks.config import parse_pairs
 from benchmarks.leaderboard import GROUP_KEYS, RunFilter
 
 
 class ResultsUsageError(Exception):
     """Bad input to a results command (reported like every usage error: exit 2)."""
-
-
-def _pairs(items: list[str], flag: str) -> dict[str, str]:
-    out = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise ResultsUsageError(f"{flag} expects KEY=VALUE (got {item!r})")
-        out[key] = value
-    return out
 
 
 def add_commands(sub) -> None:
@@ -89,8 +81,8 @@ def _filter(args) -> RunFilter:
         except ValueError:
             raise ResultsUsageError(f"--since must be YYYY-MM-DD (got {args.since!r})") from None
     return RunFilter(
-        tags=_pairs(args.tag, "--tag"),
-        params=_pairs(args.param, "--param"),
+        tags=parse_pairs(args.tag, "--tag"),
+        params=parse_pairs(args.param, "--param"),
         since=since,
         version=args.version,
     )
@@ -142,9 +134,9 @@ def cmd_leaderboard(args, console: Console) -> int:
 
 
 def _plain(table: Table) -> str:
-    console = Console(width=200, record=True, file=open(os.devnull, "w"))  # noqa: SIM115
+    console = Console(width=200, file=io.StringIO())
     console.print(table)
-    return console.export_text()
+    return console.file.getvalue()
 
 
 def cmd_report(args, console: Console) -> int:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import types
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
 
@@ -145,6 +145,17 @@ def validate(config: Any, prefix: str = "") -> None:
             check()
         except ConfigError as err:
             raise ConfigError(f"{prefix}{err}") from None
+
+
+def parse_pairs(items: Sequence[str], flag: str) -> dict[str, str]:
+    """``KEY=VALUE`` command-line items as a dict (``flag`` names the option in errors)."""
+    pairs = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"{flag} expects KEY=VALUE (got {item!r})")
+        pairs[key.strip()] = value.strip()
+    return pairs
 
 
 def field_names(config: Any) -> list[str]:

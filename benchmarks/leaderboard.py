@@ -84,7 +84,6 @@ class RunFilter:
 @dataclass
 class LeaderboardRow:
     method: str
-    group: dict[str, str]
     runs: list[RunRecord] = field(default_factory=list)
     reference: ReferenceRow | None = None
 
@@ -144,20 +143,26 @@ class Leaderboard:
 
 
 # -- reading ------------------------------------------------------------------------------
-def _record(run) -> RunRecord:
-    tags = run.data.tags
+def _record(
+    run_id: str,
+    status: str,
+    start_ms: int | None,
+    tags: dict[str, str],
+    params: dict[str, str],
+    metrics: dict[str, float],
+) -> RunRecord:
     return RunRecord(
-        run_id=run.info.run_id,
+        run_id=run_id,
         benchmark=tags.get("mesabench.benchmark", "?"),
         method=tags.get("mesabench.method", "?"),
         config_hash=tags.get("mesabench.config_hash", "?"),
         seed=int(tags.get("mesabench.seed", -1)),
-        status=run.info.status,
+        status=status,
         version=tags.get("mesabench.version", "?"),
-        start_time=datetime.fromtimestamp(run.info.start_time / 1000, tz=timezone.utc),
-        params=dict(run.data.params),
-        tags=dict(tags),
-        metrics={k: v for k, v in run.data.metrics.items() if k.startswith("final/")},
+        start_time=datetime.fromtimestamp((start_ms or 0) / 1000, tz=timezone.utc),
+        params=params,
+        tags=tags,
+        metrics={k: float(v) for k, v in metrics.items() if k.startswith("final/")},
     )
 
 
@@ -176,7 +181,17 @@ def read_runs(client, experiment_id: str, sqlite_db: Path | None = None) -> list
     records, token = [], None
     while True:
         page = client.search_runs([experiment_id], max_results=1000, page_token=token)
-        records.extend(_record(run) for run in page)
+        records.extend(
+            _record(
+                run.info.run_id,
+                run.info.status,
+                run.info.start_time,
+                dict(run.data.tags),
+                dict(run.data.params),
+                run.data.metrics,
+            )
+            for run in page
+        )
         token = page.token
         if not token:
             return records
@@ -207,26 +222,9 @@ def _read_sqlite(db: Path, experiment_id: str) -> list[RunRecord]:
                     by_run[run_id][kind][key] = value
     finally:
         connection.close()
-    records = []
-    for run_id, status, start_time in runs:
-        data = by_run[run_id]
-        tags = data["tags"]
-        records.append(
-            RunRecord(
-                run_id=run_id,
-                benchmark=tags.get("mesabench.benchmark", "?"),
-                method=tags.get("mesabench.method", "?"),
-                config_hash=tags.get("mesabench.config_hash", "?"),
-                seed=int(tags.get("mesabench.seed", -1)),
-                status=status,
-                version=tags.get("mesabench.version", "?"),
-                start_time=datetime.fromtimestamp((start_time or 0) / 1000, tz=timezone.utc),
-                params=data["params"],
-                tags=tags,
-                metrics={k: float(v) for k, v in data["metrics"].items()},
-            )
-        )
-    return records
+    return [
+        _record(run_id, status, start_time, **by_run[run_id]) for run_id, status, start_time in runs
+    ]
 
 
 def benchmarks_in_store(client) -> list[str]:
@@ -286,9 +284,7 @@ def build_leaderboard(
             excluded[run.status] = excluded.get(run.status, 0) + 1
             continue
         key = tuple(run.group_value(k) for k in group_by)
-        row = groups.setdefault(
-            key, LeaderboardRow(run.method, dict(zip(group_by, key, strict=True)))
-        )
+        row = groups.setdefault(key, LeaderboardRow(run.method))
         row.runs.append(run)
     ours = list(groups.values())
     published = references_for(benchmark) if references else []
@@ -303,7 +299,7 @@ def build_leaderboard(
             columns.append(name)
     ranking = columns[0]
     higher = higher_is_better(ranking)
-    rows = ours + [LeaderboardRow(ref.method, {}, reference=ref) for ref in published]
+    rows = ours + [LeaderboardRow(ref.method, reference=ref) for ref in published]
 
     def rank_key(row: LeaderboardRow) -> tuple[float, int]:
         mean = row.stat(ranking)[0]

@@ -208,9 +208,8 @@ def render(boards: list[Leaderboard], fmt: str) -> str:
     if fmt == "markdown":
         return "\n".join(as_markdown(b) for b in boards)
     if fmt == "csv":
-        parts = [as_csv(b) for b in boards]
-        # One header for all benchmarks: drop the repeated ones only when columns agree.
-        return "".join(parts)
+        # One block per benchmark, each with its own header (their columns differ).
+        return "".join(as_csv(b) for b in boards)
     if fmt == "json":
         return as_json(boards) + "\n"
     if fmt == "html":

@@ -69,6 +69,14 @@ def sparsity_table(final: dict[str, float]) -> str:
     return "\n".join(rows) + "\n"
 
 
+def sparsity_over_tasks_table(history: list[tuple[int, dict[str, float]]]) -> str:
+    """CSV of each tensor's sparsity after every task (continual learners)."""
+    names = list(history[0][1])
+    rows = ["tasks_trained," + ",".join(names)]
+    rows += [f"{t}," + ",".join(f"{values[n]:.6f}" for n in names) for t, values in history]
+    return "\n".join(rows) + "\n"
+
+
 def icl_curves_figure(curves) -> Figure:
     """Loss vs context size, and vs input / teacher scale, for the model, GD and ridge."""
     fig, axes = plt.subplots(1, 3, figsize=(12, 3.6))

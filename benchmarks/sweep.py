@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchmarks.config import ConfigError
+from benchmarks.config import ConfigError, parse_pairs
 
 log = logging.getLogger("mesabench")
 
@@ -101,16 +101,6 @@ class SweepSpec:
         return hashlib.sha256(body.encode()).hexdigest()[:12]
 
 
-def _pairs(items: Sequence[str], flag: str) -> list[tuple[str, str]]:
-    out = []
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise ConfigError(f"{flag} expects KEY=VALUE (got {item!r})")
-        out.append((key.strip(), value.strip()))
-    return out
-
-
 def spec_from_args(
     benchmark: str,
     methods: str,
@@ -121,7 +111,7 @@ def spec_from_args(
     device: str = "cpu",
 ) -> SweepSpec:
     grid_items = []
-    for key, values in _pairs(grid, "--grid"):
+    for key, values in parse_pairs(grid, "--grid").items():
         options = tuple(v.strip() for v in values.split(",") if v.strip())
         if not options:
             raise ConfigError(f"--grid {key} needs at least one value")
@@ -134,7 +124,7 @@ def spec_from_args(
         methods=names,
         seeds=parse_seeds(seeds),
         grid=tuple(grid_items),
-        settings=tuple(_pairs(settings, "--set")),
+        settings=tuple(parse_pairs(settings, "--set").items()),
         preset=preset,
         device=device,
     )

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import math
 import shutil
-import socket
 import sqlite3
 import statistics
 import subprocess
@@ -19,7 +18,7 @@ import pytest
 from benchmarks.cli import main
 from benchmarks.runner import plan_run
 from benchmarks.tracking import MlflowTracker
-from tests.helpers import CONTINUAL_TINY, TINY, python_env
+from tests.helpers import CONTINUAL_TINY, TINY, free_port, python_env
 from tests.image_fixtures import write_mnist
 
 
@@ -208,15 +207,9 @@ def test_compare_shows_config_and_metric_differences(populated, capsys):
     assert main(["compare", maml.info.run_id, "nope", "--tracking-uri", store]) == 2
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_ui_serves_the_store_on_localhost(populated):
     store, root = populated
-    port = _free_port()
+    port = free_port()
     process = subprocess.Popen(
         [sys.executable, "-m", "benchmarks", "ui", "--tracking-uri", store, "--port", str(port)],
         stdout=subprocess.PIPE,

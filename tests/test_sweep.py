@@ -14,7 +14,7 @@ from mlflow.tracking import MlflowClient
 from benchmarks.cli import main
 from benchmarks.config import ConfigError
 from benchmarks.sweep import SWEEP_TAG, parse_seeds, spec_from_args, spec_from_file
-from tests.helpers import ROOT, python_env
+from tests.helpers import ROOT, free_port, python_env
 
 FAST = ["--set", "iterations=20", "--set", "val_every=10", "--set", "val_tasks=20",
         "--set", "test_tasks=50"]  # fmt: skip
@@ -164,7 +164,6 @@ def test_sweep_file_and_arguments_are_exclusive(capsys):
 @pytest.mark.slow
 def test_leaderboard_and_ui_keep_working_while_a_sweep_writes(tmp_path, capsys):
     import json
-    import socket
     import urllib.request
 
     store = f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}"
@@ -174,9 +173,7 @@ def test_leaderboard_and_ui_keep_working_while_a_sweep_writes(tmp_path, capsys):
             "--workers", "2", "--tracking-uri", store]  # fmt: skip
     sweep = subprocess.Popen(args, env=python_env(), cwd=tmp_path, stdout=subprocess.PIPE,
                              stderr=subprocess.STDOUT, text=True)  # fmt: skip
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     ui = subprocess.Popen(
         [sys.executable, "-m", "benchmarks", "ui", "--tracking-uri", store, "--port", str(port)],
         env=python_env(), cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,

@@ -158,6 +158,7 @@ class ContinualProtocol(Protocol):
             accuracy_matrix_table,
             sparsity_by_depth_figure,
             sparsity_figure,
+            sparsity_over_tasks_table,
             sparsity_table,
         )
 
@@ -171,12 +172,5 @@ class ContinualProtocol(Protocol):
             self.recorder.log_figure(sparsity_by_depth_figure(final), "sparsity_by_depth.png")
             self.recorder.log_text(sparsity_table(final), "sparsity_per_tensor.csv")
             self.recorder.log_text(
-                _sparsity_over_tasks(sparsity_history), "sparsity_over_tasks.csv"
+                sparsity_over_tasks_table(sparsity_history), "sparsity_over_tasks.csv"
             )
-
-
-def _sparsity_over_tasks(history: list[tuple[int, dict[str, float]]]) -> str:
-    names = list(history[0][1])
-    rows = ["tasks_trained," + ",".join(names)]
-    rows += [f"{t}," + ",".join(f"{values[n]:.6f}" for n in names) for t, values in history]
-    return "\n".join(rows) + "\n"
