@@ -8,6 +8,7 @@ artifacts. The default store is SQLite at ``<cwd>/runs/mlflow.db`` with artifact
 
 from __future__ import annotations
 
+import fcntl
 import io
 import json
 import math
@@ -89,15 +90,33 @@ class RetryingClient:
         return call
 
 
+def open_store(uri: str) -> RetryingClient:
+    """A client on ``uri`` whose store exists and whose schema is complete.
+
+    MLflow creates a SQLite store's tables on first use; two processes doing that at once
+    (a sweep's first runs, the UI opened beside them) collide mid-migration. Creating the
+    schema while holding an exclusive lock on the store's folder makes the first opener
+    do it and the others wait, then find it done.
+    """
+    db = sqlite_path(uri)
+    if db is None:
+        return RetryingClient(MlflowClient(tracking_uri=uri))
+    db.parent.mkdir(parents=True, exist_ok=True)
+    folder = os.open(db.parent, os.O_RDONLY)
+    try:
+        fcntl.flock(folder, fcntl.LOCK_EX)
+        client = MlflowClient(tracking_uri=uri)  # runs the schema migrations if needed
+    finally:
+        os.close(folder)  # closing releases the lock
+    return RetryingClient(client)
+
+
 class MlflowTracker:
     """A :class:`benchmarks.recording.Recorder` that writes one MLflow run."""
 
     def __init__(self, tracking_uri: str | None = None):
         self.uri = tracking_uri or default_tracking_uri()
-        db = sqlite_path(self.uri)
-        if db is not None:
-            db.parent.mkdir(parents=True, exist_ok=True)
-        self.client = RetryingClient(MlflowClient(tracking_uri=self.uri))
+        self.client = open_store(self.uri)
         self.run_id: str | None = None
         self._pending: list[Metric] = []
         self._last_flush = time.monotonic()

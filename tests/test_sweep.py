@@ -30,6 +30,22 @@ def _cells(runs):
     return [r for r in runs if SWEEP_TAG not in r.data.tags]
 
 
+def test_processes_opening_a_fresh_store_at_once_all_succeed(tmp_path):
+    # MLflow builds a new SQLite store's schema on first open; unguarded, four openers
+    # at once collide mid-migration (table already exists / alembic version mismatch).
+    store = f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}"
+    code = "import sys; from benchmarks.tracking import open_store; open_store(sys.argv[1])"
+    openers = [
+        subprocess.Popen(
+            [sys.executable, "-c", code, store], env=python_env(), stderr=subprocess.PIPE, text=True
+        )
+        for _ in range(4)
+    ]
+    errors = [p.communicate(timeout=120)[1] for p in openers]
+    assert [p.returncode for p in openers] == [0] * 4, errors[0][-1500:]
+    assert MlflowClient(store).search_experiments() is not None
+
+
 def test_seeds_cells_and_sweep_files(tmp_path):
     assert parse_seeds("0-2,7") == (0, 1, 2, 7)
     with pytest.raises(ConfigError):
