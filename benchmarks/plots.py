@@ -121,3 +121,49 @@ def accuracy_matrix_table(matrix, initial=None) -> str:
     for t in range(tasks):
         rows.append(f"{t}," + ",".join(f"{float(v):.6f}" for v in matrix[t]))
     return "\n".join(rows) + "\n"
+
+
+def online_accuracy_figure(correct_by_step, source_of_step, switched, window: int = 100) -> Figure:
+    """Test-then-train accuracy over the stream (moving average over ``window`` steps), with
+    the hidden task switches as ticks coloured by the source the new task comes from."""
+    import numpy as np
+
+    from datasets.osaka import SOURCES
+
+    values = np.asarray(correct_by_step, dtype=float)
+    window = max(1, min(window, len(values)))
+    kernel = np.ones(window) / window
+    smooth = np.convolve(np.nan_to_num(values), kernel, mode="valid")
+    fig, ax = plt.subplots(figsize=(9, 4))
+    ax.plot(np.arange(window, len(values) + 1), smooth, color="black", lw=1, label="accuracy")
+    colours = {0: "tab:blue", 1: "tab:orange", 2: "tab:green"}
+    switches = np.flatnonzero(np.asarray(switched))
+    sources = np.asarray(source_of_step)
+    for index, name in enumerate(SOURCES):
+        at = switches[sources[switches] == index]
+        ax.vlines(at, 0, 0.04, colors=colours[index], lw=0.8, label=f"switch to {name}")
+    ax.set_xlabel("stream step")
+    ax.set_ylabel(f"accuracy (mean of {window} steps)")
+    ax.set_ylim(0, 1.02)
+    ax.legend(fontsize="small", loc="lower right")
+    ax.set_title("Online accuracy (test, then train)")
+    fig.tight_layout()
+    return fig
+
+
+def online_accuracy_table(correct_by_step, source_of_step, switched, detected) -> str:
+    """CSV, one row per stream step: accuracy, source, true switch, detected boundary."""
+    from datasets.osaka import SOURCES
+
+    lines = ["step,accuracy,source,switched,detected"]
+    for step, (value, source, switch, found) in enumerate(
+        zip(
+            correct_by_step.tolist(),
+            source_of_step.tolist(),
+            switched.tolist(),
+            detected.tolist(),
+            strict=True,
+        )  # fmt: skip
+    ):
+        lines.append(f"{step},{value:.4f},{SOURCES[source]},{int(switch)},{int(found)}")
+    return "\n".join(lines) + "\n"

@@ -21,14 +21,14 @@ class TrainingProgress:
             TextColumn("[bold]{task.description}"),
             BarColumn(),
             MofNCompleteColumn(),
-            TextColumn("loss {task.fields[loss]}"),
+            TextColumn("loss {task.fields[loss]}{task.fields[accuracy]}"),
             TimeElapsedColumn(),
             TimeRemainingColumn(),
             console=console,
             transient=False,
         )
         self._task = self._progress.add_task(
-            description, total=total, completed=completed, loss="-"
+            description, total=total, completed=completed, loss="-", accuracy=""
         )
 
     def __enter__(self) -> TrainingProgress:
@@ -41,4 +41,7 @@ class TrainingProgress:
     def __call__(self, done: int, metrics: dict[str, float]) -> None:
         loss = metrics.get("loss")
         shown = "-" if loss is None else f"{loss:.4f}"
-        self._progress.update(self._task, completed=done, loss=shown)
+        # Online protocols report the accuracy so far (test, then train).
+        accuracy = metrics.get("accuracy")
+        extra = "" if accuracy is None else f"  accuracy so far {accuracy:.3f}"
+        self._progress.update(self._task, completed=done, loss=shown, accuracy=extra)

@@ -126,9 +126,15 @@ def plan_run(
     entry = method_entry(method)
     spec = benchmark_spec(benchmark)
     if spec.protocol_name not in entry.cls.protocols:
+        kin = [
+            e.name
+            for e in METHODS
+            if method in e.name and spec.protocol_name in e.value.cls.protocols
+        ]
+        hint = f"; for this benchmark: {', '.join(kin)}" if kin else ""
         raise ConfigError(
             f"method {method!r} supports protocols {sorted(entry.cls.protocols)}, but "
-            f"benchmark {benchmark!r} uses {spec.protocol_name!r}"
+            f"benchmark {benchmark!r} uses {spec.protocol_name!r}{hint}"
         )
     if seed < 0:
         raise ConfigError(f"seed must be >= 0 (got {seed})")

@@ -17,7 +17,7 @@ from torch import Tensor
 from datasets.data_root import DatasetFormatError
 from datasets.tasks import TaskBatch
 
-__all__ = ["DatasetFormatError", "ImagePool", "sample_episodes"]
+__all__ = ["DatasetFormatError", "ImagePool", "images_of_classes", "sample_episodes"]
 
 
 @dataclass(frozen=True)
@@ -121,6 +121,16 @@ def sample_episodes(
     return TaskBatch(
         split(x, support), split(labels, support), split(x, query), split(labels, query)
     )
+
+
+def images_of_classes(
+    pool: ImagePool, classes: Tensor, per_class: int, generator: torch.Generator
+) -> Tensor:
+    """uint8 ``[len(classes), per_class, C, H, W]``: distinct random images of each class."""
+    index = pool.class_index[classes]  # [N, M]
+    keys = torch.rand(index.shape, generator=generator).masked_fill(index < 0, 2.0)
+    picks = keys.argsort(dim=-1)[:, :per_class]
+    return pool.images[torch.gather(index, -1, picks)]
 
 
 def _rotate(x: Tensor, turns: Tensor) -> Tensor:

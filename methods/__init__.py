@@ -6,10 +6,11 @@ from methods import (  # noqa: F401  (importing registers the built-ins)
     icl,
     lamaml,
     maml,
+    online,
     sequence,
     ssm,
 )
-from methods.api import ContinualMethod, EpisodicMethod, Method, MethodConfig
+from methods.api import ContinualMethod, EpisodicMethod, Method, MethodConfig, OnlineMethod
 from methods.registry import METHODS, register_method
 
 __all__ = [
@@ -18,5 +19,6 @@ __all__ = [
     "EpisodicMethod",
     "Method",
     "MethodConfig",
+    "OnlineMethod",
     "register_method",
 ]

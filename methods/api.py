@@ -106,3 +106,31 @@ class ContinualMethod(Method):
     @abstractmethod
     def predict(self, x: Tensor) -> Tensor:
         """Logits ``[N, classes]`` for a batch of inputs from any task seen so far."""
+
+
+class OnlineMethod(Method):
+    """A learner driven by the online protocol (OSAKA): test-then-train on a stream.
+
+    At every step the protocol first asks for predictions on the incoming batch, scores
+    them, and only then hands over the labels (``observe``). Task boundaries are never
+    announced; a learner that detects them says so in ``observe``'s result
+    (``{"boundary": 1.0}``). A learner that meta-trains before the stream returns its
+    episodic learner from :meth:`pretrainer`; the protocol meta-trains it first.
+    """
+
+    protocols: ClassVar[frozenset[str]] = frozenset({"online"})
+    #: True if ``observe`` reports detected task boundaries (scored by precision / recall).
+    reports_boundaries: ClassVar[bool] = False
+
+    def pretrainer(self) -> EpisodicMethod | None:
+        """The episodic learner to meta-train before the stream (it shares this method's
+        weights), or None to start the stream from scratch."""
+        return None
+
+    @abstractmethod
+    def predict(self, x: Tensor) -> Tensor:
+        """Logits ``[N, classes]`` for the incoming batch, before its labels are known."""
+
+    @abstractmethod
+    def observe(self, x: Tensor, y: Tensor) -> dict[str, float]:
+        """Learn from the batch just scored; may return ``loss`` and ``boundary``."""

@@ -55,3 +55,11 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+#: An OSAKA run of seconds on the generated Omniglot / MNIST fixtures (48 Omniglot classes).
+OSAKA_TINY = ["--set", "steps=30", "--set", "pretrain_iterations=4", "--set", "channels=8",
+              "--set", "pretrain_val_every=2", "--set", "pretrain_val_tasks=4",
+              "--set", "pretrain_test_tasks=4", "--set", "pretrain_meta_batch=2",
+              "--set", "log_every=10", "--set", "checkpoint_every=10",
+              "--set", "pretrain_classes=20", "--set", "val_classes=10"]  # fmt: skip

@@ -10,8 +10,8 @@ from mlflow.tracking import MlflowClient
 import methods  # noqa: F401  (registers the built-ins)
 from benchmarks.cli import main
 from methods.registry import METHODS
-from tests.helpers import CONTINUAL_TINY, TINY
-from tests.image_fixtures import write_mnist
+from tests.helpers import CONTINUAL_TINY, OSAKA_TINY, TINY
+from tests.image_fixtures import write_mnist, write_omniglot
 
 BUILT_INS = sorted(e.name for e in METHODS if e.source == "built-in")
 
@@ -22,8 +22,11 @@ def _benchmark_for(method: str) -> str:
     from benchmarks.config import ConfigError
     from datasets.regression import LinRegConfig
 
-    if "continual" in METHODS.get(method).value.cls.protocols:
+    protocols = METHODS.get(method).value.cls.protocols
+    if "continual" in protocols:
         return "mnist-rotations"
+    if "online" in protocols:
+        return "osaka-omniglot-p0.9"
     try:
         METHODS.get(method).value.cls.check_problem(LinRegConfig().build().problem)
     except ConfigError:
@@ -37,6 +40,11 @@ def test_registered_method_runs_end_to_end(method, store, tmp_path):
     if benchmark == "mnist-rotations":
         settings = [*CONTINUAL_TINY, "--data-root", str(write_mnist(tmp_path / "data").parent)]
         final_metric = "final/ra"
+    elif benchmark == "osaka-omniglot-p0.9":
+        root = tmp_path / "data"
+        write_omniglot(root), write_mnist(root, "mnist"), write_mnist(root, "fashion_mnist")
+        settings = [*OSAKA_TINY, "--data-root", str(root)]
+        final_metric = "final/cumulative_accuracy"
     else:
         settings = [*TINY, "--set", "eval_chunk=50"]
         final_metric = "final/test_loss"
@@ -71,4 +79,11 @@ def test_the_registry_holds_every_family():
         "agem",
         "mer",
         "ewc",
+        "online_adam",
+        "online_finetune",
+        "maml_frozen",
+        "anil_frozen",
+        "cmaml",
+        "sparse_cmaml",
+        "sparse_relu_cmaml",
     } <= set(BUILT_INS)

@@ -2,10 +2,12 @@
 
 from benchmarks.protocols.continual import ContinualConfig, ContinualProtocol
 from benchmarks.protocols.episodic import DivergenceError, EpisodicConfig, EpisodicProtocol
+from benchmarks.protocols.online import OnlineConfig, OnlineProtocol
 
 PROTOCOLS = {
     "episodic": (EpisodicConfig, EpisodicProtocol),
     "continual": (ContinualConfig, ContinualProtocol),
+    "online": (OnlineConfig, OnlineProtocol),
 }
 
 __all__ = [
@@ -15,4 +17,6 @@ __all__ = [
     "DivergenceError",
     "EpisodicConfig",
     "EpisodicProtocol",
+    "OnlineConfig",
+    "OnlineProtocol",
 ]

@@ -1,0 +1,240 @@
+"""Online fast adaptation (OSAKA): optional episodic pre-training, then test-then-train.
+
+At every step of the stream the learner first predicts the incoming batch, is scored on
+it, and only then receives its labels. The score is the cumulative accuracy over the
+stream (and per source dataset); learners that detect task boundaries are also scored by
+the precision and recall of their detections against the hidden switches.
+
+Pre-training is the episodic protocol itself, run on the stream's Omniglot pre-training
+episodes with the learner's episodic face; its metrics and artifacts go under
+``pretrain/``.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from benchmarks.config import param
+from benchmarks.protocols.base import Protocol
+from benchmarks.protocols.episodic import (
+    DivergenceError,
+    EpisodicConfig,
+    EpisodicProtocol,
+    overall_sparsity,
+)
+from datasets.osaka import SOURCES, OsakaStream
+from methods.api import OnlineMethod
+
+
+@dataclass(frozen=True)
+class OnlineConfig:
+    pretrain_iterations: int = param(1000, min=0, help="meta-training iterations before the stream")
+    pretrain_meta_batch: int = param(4, min=1, help="tasks per pre-training outer update")
+    pretrain_val_every: int = param(250, min=1)
+    pretrain_val_tasks: int = param(50, min=1)
+    pretrain_test_tasks: int = param(100, min=1, help="episodes on the unseen Omniglot classes")
+    log_every: int = param(100, min=1, help="steps between accuracy records")
+    checkpoint_every: int = param(1000, min=1, help="steps between checkpoints")
+
+    def total_steps(self, task: Any) -> int:
+        """Pre-training iterations plus stream steps (the progress bar's length)."""
+        return self.pretrain_iterations + task.steps
+
+
+class PhaseRecorder:
+    """Passes a nested protocol's records on under a prefix, its checkpoints tagged."""
+
+    def __init__(self, recorder: Any, phase: str):
+        self.recorder, self.phase = recorder, phase
+
+    def log_metrics(self, metrics: dict[str, float], step: int) -> None:
+        self.recorder.log_metrics({f"{self.phase}/{k}": v for k, v in metrics.items()}, step)
+
+    def save_checkpoint(self, state: dict[str, Any]) -> None:
+        self.recorder.save_checkpoint({"phase": self.phase, "state": state})
+
+    def log_figure(self, figure: Any, path: str) -> None:
+        self.recorder.log_figure(figure, f"{self.phase}/{path}")
+
+    def log_text(self, text: str, path: str) -> None:
+        self.recorder.log_text(text, f"{self.phase}/{path}")
+
+
+@dataclass
+class StreamTally:
+    """Running counts of the test-then-train scores, overall and per source dataset."""
+
+    correct: float = 0.0
+    seen: int = 0
+    by_source: dict[str, list[float]] | None = None  # name -> [correct, seen]
+
+    def __post_init__(self) -> None:
+        if self.by_source is None:
+            self.by_source = {name: [0.0, 0] for name in SOURCES}
+
+    def add(self, correct: float, count: int, source: str) -> None:
+        self.correct += correct
+        self.seen += count
+        self.by_source[source][0] += correct
+        self.by_source[source][1] += count
+
+    @property
+    def accuracy(self) -> float:
+        return self.correct / max(self.seen, 1)
+
+
+def boundary_scores(detected: torch.Tensor, switched: torch.Tensor) -> dict[str, float]:
+    """Precision and recall of detected boundaries against the true switches (bool masks)."""
+    hits = (detected & switched).sum().item()
+    return {
+        "precision": hits / detected.sum().item() if detected.any() else math.nan,
+        "recall": hits / switched.sum().item() if switched.any() else math.nan,
+    }
+
+
+class OnlineProtocol(Protocol):
+    """Drives an :class:`OnlineMethod`: pre-training (if it asks), then the stream."""
+
+    name = "online"
+    config: OnlineConfig
+    source: OsakaStream
+
+    def pretrain(self, method: OnlineMethod, checkpoint: dict[str, Any] | None) -> None:
+        c, learner = self.config, method.pretrainer()
+        steps = learner.config.inner_steps
+        episodic = EpisodicConfig(
+            iterations=c.pretrain_iterations,
+            meta_batch=c.pretrain_meta_batch,
+            val_every=c.pretrain_val_every,
+            val_tasks=c.pretrain_val_tasks,
+            test_tasks=c.pretrain_test_tasks,
+            eval_steps=(steps,),
+            eval_chunk=10,
+            log_every=max(1, min(c.log_every, c.pretrain_iterations)),
+            checkpoint_every=c.checkpoint_every,
+        )
+        phase = EpisodicProtocol(
+            episodic,
+            self.source.pretraining(),
+            self.seed,
+            PhaseRecorder(self.recorder, "pretrain"),
+            self.device,
+            progress=self.progress,
+        )
+        phase.run(learner, checkpoint=checkpoint)  # leaves the best validation weights
+
+    def run(
+        self, method: OnlineMethod, checkpoint: dict[str, Any] | None = None
+    ) -> dict[str, float]:
+        """Pre-train if the method asks, then test-then-train over the stream; returns the
+        ``final/`` metrics."""
+        c, stream = self.config, self.source
+        phase = None if checkpoint is None else checkpoint.get("phase")
+        pretrains = method.pretrainer() is not None and c.pretrain_iterations > 0
+        if phase in (None, "pretrain") and pretrains:
+            self.pretrain(method, checkpoint["state"] if phase == "pretrain" else None)
+        offset = c.pretrain_iterations  # the progress bar counts pre-training first
+        tasks = stream.tasks(self.seed)
+
+        if phase == "online":
+            method.load_state_dict(checkpoint["method"])
+            start, tally, elapsed = checkpoint["step"], checkpoint["tally"], checkpoint["elapsed"]
+            correct_by_step, detected = checkpoint["correct_by_step"], checkpoint["detected"]
+            torch.set_rng_state(checkpoint["torch_rng"])
+        else:
+            start, tally, elapsed = 0, StreamTally(), 0.0
+            correct_by_step = torch.full((stream.config.steps,), math.nan)
+            detected = torch.zeros(stream.config.steps, dtype=torch.bool)
+        began = time.perf_counter() - elapsed
+
+        for step in range(start, stream.config.steps):
+            batch = stream.batch(tasks, self.seed, step)
+            x, y = batch.x.to(self.device), batch.y.to(self.device)
+            # Test, then train: the labels reach the learner only after it is scored.
+            correct = (method.predict(x).argmax(dim=-1) == y).float().mean().item()
+            metrics = method.observe(x, y)
+            loss = metrics.get("loss", 0.0)
+            if not math.isfinite(loss):
+                raise DivergenceError(f"diverged at stream step {step}: loss is {loss}")
+            correct_by_step[step] = correct
+            tally.add(correct * len(y), len(y), SOURCES[batch.source])
+            if "boundary" in metrics:
+                detected[step] = bool(metrics["boundary"])
+            done = step + 1
+            if done % c.log_every == 0 or done == stream.config.steps:
+                window = correct_by_step[max(0, done - c.log_every) : done].mean().item()
+                self.recorder.log_metrics(
+                    {
+                        "online/accuracy_so_far": tally.accuracy,
+                        "online/accuracy_window": window,
+                        "train/loss": loss,
+                    },
+                    step=done,
+                )
+            if done % c.checkpoint_every == 0 and done < stream.config.steps:
+                self.recorder.save_checkpoint(
+                    {
+                        "phase": "online",
+                        "step": done,
+                        "method": copy.deepcopy(method.state_dict()),
+                        "tally": copy.deepcopy(tally),
+                        "elapsed": time.perf_counter() - began,
+                        "correct_by_step": correct_by_step.clone(),
+                        "detected": detected.clone(),
+                        "torch_rng": torch.get_rng_state(),
+                    }
+                )
+            if self.progress is not None:
+                self.progress(offset + done, {**metrics, "accuracy": tally.accuracy})
+
+        stream_time = time.perf_counter() - began
+        final = {
+            "final/cumulative_accuracy": tally.accuracy,
+            # The leaderboard's common currency.
+            "final/test_accuracy": tally.accuracy,
+            "final/stream_time_s": stream_time,
+            "final/steps_per_s": (stream.config.steps - start) / max(stream_time, 1e-9),
+            "final/num_params": float(method.num_parameters()),
+            "final/tasks": float(int(tasks.task_of_step[-1]) + 1),
+        }
+        for name, (correct, seen) in tally.by_source.items():
+            if seen:
+                final[f"final/accuracy/{name}"] = correct / seen
+        if method.reports_boundaries:
+            # Step 0 starts the stream: no learner can detect it, so it is not scored.
+            scores = boundary_scores(detected[1:], tasks.switched[1:])
+            final.update({f"final/boundary_{k}": v for k, v in scores.items()})
+        sparsity = method.sparsity()
+        if sparsity:
+            final.update({f"final/sparsity/{k}": v for k, v in sparsity.items()})
+            final["final/sparsity/overall"] = overall_sparsity(method, sparsity)
+        self.recorder.log_metrics(final, step=stream.config.steps)
+        self._log_figures(correct_by_step, tasks, detected, sparsity)
+        return final
+
+    def _log_figures(self, correct_by_step, tasks, detected, sparsity) -> None:
+        from benchmarks.plots import (
+            online_accuracy_figure,
+            online_accuracy_table,
+            sparsity_by_depth_figure,
+            sparsity_table,
+        )
+
+        source_of_step = tasks.source[tasks.task_of_step]
+        self.recorder.log_figure(
+            online_accuracy_figure(correct_by_step, source_of_step, tasks.switched),
+            "accuracy_over_time.png",
+        )
+        self.recorder.log_text(
+            online_accuracy_table(correct_by_step, source_of_step, tasks.switched, detected),
+            "accuracy_over_time.csv",
+        )
+        if sparsity:
+            self.recorder.log_figure(sparsity_by_depth_figure(sparsity), "sparsity_by_depth.png")
+            self.recorder.log_text(sparsity_table(sparsity), "sparsity_per_tensor.csv")

@@ -1,0 +1,219 @@
+"""OSAKA: the stream, the test-then-train protocol, boundary detection, the C-MAML family."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+import torch
+from mlflow.tracking import MlflowClient
+
+from benchmarks.cli import main
+from benchmarks.protocols.online import OnlineConfig, OnlineProtocol, boundary_scores
+from benchmarks.recording import MemoryRecorder
+from datasets.osaka import SOURCES, OsakaConfig
+from methods.api import OnlineMethod
+from methods.online import OnlineMetaConfig, OnlineMetaLearner
+from tests.helpers import OSAKA_TINY
+from tests.image_fixtures import write_mnist, write_omniglot
+
+# The fixture has 48 Omniglot classes: 20 for pre-training, 10 for validation, 18 unseen.
+SMALL = {"pretrain_classes": 20, "val_classes": 10}
+OSAKA_METHODS = ["online_adam", "online_finetune", "maml_frozen", "anil_frozen", "cmaml",
+                 "sparse_cmaml", "sparse_relu_cmaml"]  # fmt: skip
+
+
+@pytest.fixture
+def data_root(tmp_path, monkeypatch):
+    root = tmp_path / "data"
+    write_omniglot(root)
+    write_mnist(root, "mnist")
+    write_mnist(root, "fashion_mnist")
+    monkeypatch.setenv("MESABENCH_DATA", str(root))
+    return root
+
+
+def test_stream_statistics_match_p_and_the_source_mix(data_root):
+    stream = OsakaConfig(p=0.9, steps=20_000, **SMALL).build()
+    tasks = stream.tasks(seed=3)
+    assert bool(tasks.switched[0])
+    assert abs(tasks.switched[1:].float().mean().item() - 0.1) < 0.01
+    mix = torch.bincount(tasks.source, minlength=3).float() / len(tasks.source)
+    assert torch.allclose(mix, torch.tensor([0.5, 0.25, 0.25]), atol=0.04)
+    # Consecutive steps of one task share it; a switch starts the next task.
+    assert torch.equal(tasks.task_of_step[1:] - tasks.task_of_step[:-1], tasks.switched[1:].long())
+
+
+def test_batches_carry_the_right_labels_and_depend_only_on_the_seed(data_root):
+    stream = OsakaConfig(p=0.8, steps=60, **SMALL).build()
+    tasks = stream.tasks(seed=0)
+    first_unseen = SMALL["pretrain_classes"] + SMALL["val_classes"]
+    for step in range(60):
+        batch = stream.batch(tasks, 0, step)
+        assert batch.x.shape == (50, 1, 28, 28) and batch.x.min() >= 0 and batch.x.max() <= 1
+        assert torch.equal(torch.bincount(batch.y, minlength=10), torch.full((10,), 5))
+        task = int(tasks.task_of_step[step])
+        classes = tasks.classes[task]
+        # Fixture images carry their class id in the first pixel (MNIST-like: 200 + digit).
+        offset = first_unseen if SOURCES[batch.source] == "omniglot" else 200
+        expected = offset + classes[batch.y]
+        assert torch.equal((batch.x[:, 0, 0, 0] * 255).round().long(), expected)
+    again = stream.batch(stream.tasks(seed=0), 0, 17)
+    assert torch.equal(again.x, stream.batch(tasks, 0, 17).x)
+    other = stream.tasks(seed=1)
+    assert not torch.equal(other.switched, tasks.switched) or not torch.equal(
+        other.classes[:3], tasks.classes[:3]
+    )
+
+
+class LabelCopier(OnlineMethod):
+    """Predicts, position by position, the labels it was last given, and records the order
+    of the protocol's calls."""
+
+    def __init__(self):
+        self.calls: list[tuple[str, int]] = []
+        self.last_labels: torch.Tensor | None = None
+
+    def predict(self, x):
+        self.calls.append(("predict", int(x.sum().item() * 1000)))
+        labels = (
+            torch.zeros(len(x), dtype=torch.long)
+            if self.last_labels is None
+            else (self.last_labels)
+        )
+        return torch.nn.functional.one_hot(labels, 10).float()
+
+    def observe(self, x, y):
+        self.calls.append(("observe", int(x.sum().item() * 1000)))
+        self.last_labels = y.clone()
+        return {"loss": 0.0}
+
+    def state_dict(self) -> dict[str, Any]:
+        return {}
+
+    def load_state_dict(self, state) -> None:
+        pass
+
+
+def test_every_batch_is_scored_before_its_labels_are_given(data_root):
+    stream = OsakaConfig(p=0.98, steps=200, **SMALL).build()
+    learner = LabelCopier()
+    protocol = OnlineProtocol(
+        OnlineConfig(pretrain_iterations=0, log_every=50), stream, 0, MemoryRecorder(),
+        torch.device("cpu"),
+    )  # fmt: skip
+    final = protocol.run(learner)
+    kinds = [kind for kind, _ in learner.calls]
+    assert kinds == ["predict", "observe"] * 200
+    assert all(a[1] == b[1] for a, b in zip(learner.calls[::2], learner.calls[1::2], strict=True))
+    # Labels are shuffled within each batch: copying the last batch's labels by position
+    # is worth chance, not the near-perfect score it would get from a fixed label layout.
+    assert final["final/cumulative_accuracy"] < 0.2
+    assert "final/boundary_precision" not in final
+
+
+def test_boundary_scores_on_hand_made_detections():
+    switched = torch.tensor([False, True, False, False, True, False])
+    detected = torch.tensor([False, True, True, False, False, False])
+    assert boundary_scores(detected, switched) == {"precision": 0.5, "recall": 0.5}
+    assert math.isnan(boundary_scores(torch.zeros(6, dtype=torch.bool), switched)["precision"])
+
+
+def _prototype_batch(prototypes, labels, generator):
+    """5 noisy copies of each of 10 prototypes, labelled by ``labels``, shuffled."""
+    x = prototypes.repeat_interleave(5, dim=0)
+    x = (x + 0.05 * torch.randn(x.shape, generator=generator)).clamp(0, 1)
+    y = labels.repeat_interleave(5)
+    order = torch.randperm(50, generator=generator)
+    return x[order], y[order]
+
+
+def test_cmaml_detects_the_switches_of_a_constructed_stream():
+    from datasets.tasks import Problem
+
+    torch.manual_seed(0)
+    problem = Problem((1, 28, 28), 10, "cross_entropy", "conv4")
+    config = OnlineMetaConfig(
+        channels=8, inner_lr=0.5, inner_steps=5, modulation="fixed", online_lr=1e-3,
+        boundary_threshold=1.0, pretrain=False,
+    )  # fmt: skip
+    learner = OnlineMetaLearner(config, problem, torch.device("cpu"))
+    g = torch.Generator().manual_seed(0)
+    prototypes = torch.rand(10, 1, 28, 28, generator=g)
+    # Three tasks: the same images under three labellings, 8 steps each.
+    labellings = [torch.arange(10), torch.arange(10).roll(3), torch.arange(10).flip(0)]
+    detected, switched = [], []
+    for task, labels in enumerate(labellings):
+        for step in range(8):
+            x, y = _prototype_batch(prototypes, labels, g)
+            learner.predict(x)
+            result = learner.observe(x, y)
+            detected.append(bool(result.get("boundary", 0.0)))
+            switched.append(step == 0 and task > 0)
+    assert detected[1:] == switched[1:]
+
+
+@pytest.mark.parametrize("method", OSAKA_METHODS)
+def test_osaka_methods_run_end_to_end(method, data_root, store):
+    code = main(["run", "--method", method, "--benchmark", "osaka-omniglot-p0.9", *OSAKA_TINY,
+                 "--tracking-uri", store])  # fmt: skip
+    assert code == 0
+    client = MlflowClient(store)
+    experiment = client.get_experiment_by_name("osaka-omniglot-p0.9")
+    (run,) = client.search_runs([experiment.experiment_id])
+    metrics = run.data.metrics
+    assert run.info.status == "FINISHED"
+    assert 0.0 <= metrics["final/cumulative_accuracy"] <= 1.0
+    assert metrics["final/test_accuracy"] == metrics["final/cumulative_accuracy"]
+    assert any(k.startswith("final/accuracy/") for k in metrics)
+    pretrained = method != "online_adam"
+    assert ("pretrain/final/test_accuracy" in metrics) == pretrained
+    assert ("final/boundary_recall" in metrics) == method.endswith("cmaml")
+    if method.startswith("sparse"):
+        assert 0.0 < metrics["final/sparsity/overall"] < 1.0
+    artifacts = {a.path for a in client.list_artifacts(run.info.run_id)}
+    assert {"accuracy_over_time.png", "accuracy_over_time.csv"} <= artifacts
+
+
+def test_an_interrupted_stream_resumes_to_the_same_numbers(data_root):
+    from benchmarks.runner import execute, plan_run
+
+    overrides = {"steps": "25", "pretrain_iterations": "4", "channels": "8",
+                 "pretrain_val_every": "2", "pretrain_val_tasks": "4", "pretrain_test_tasks": "4",
+                 "pretrain_meta_batch": "2", "checkpoint_every": "10", **{
+                     k: str(v) for k, v in SMALL.items()}}  # fmt: skip
+    plan = plan_run("cmaml", "osaka-omniglot-p0.9", seed=2, overrides=overrides)
+    whole = execute(plan, MemoryRecorder())
+
+    class Interrupt(Exception):
+        pass
+
+    recorder = MemoryRecorder()
+
+    def stop_at(done, metrics):
+        if done == 4 + 15:  # pre-training done, then 15 stream steps (checkpoint at 10)
+            raise Interrupt
+
+    with pytest.raises(Interrupt):
+        execute(plan, recorder, progress=stop_at)
+    assert recorder.checkpoint["phase"] == "online" and recorder.checkpoint["step"] == 10
+    resumed = execute(plan, MemoryRecorder(), checkpoint=recorder.checkpoint)
+    for key in ("final/cumulative_accuracy", "final/boundary_recall", "final/accuracy/omniglot"):
+        if key in whole:
+            assert resumed[key] == whole[key], key
+
+
+def test_online_learners_refuse_wrong_settings(data_root, store, capsys):
+    code = main(["run", "--method", "online_adam", "--benchmark", "osaka-omniglot-p0.9",
+                 "--set", "slow_update=meta", "--tracking-uri", store])  # fmt: skip
+    assert code == 2
+    assert "slow_update meta needs fast_adaptation" in capsys.readouterr().err
+    code = main(["run", "--method", "finetune", "--benchmark", "osaka-omniglot-p0.9",
+                 "--tracking-uri", store])  # fmt: skip
+    assert code == 2
+    assert "online_finetune" in capsys.readouterr().err
+    code = main(["run", "--method", "cmaml", "--benchmark", "osaka-omniglot-p0.9",
+                 "--set", "p=1.0", "--tracking-uri", store])  # fmt: skip
+    assert code == 2
+    assert "p must be in [0, 1)" in capsys.readouterr().err
