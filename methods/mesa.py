@@ -4,7 +4,8 @@ Per head, at every step t: W_t = argmin_W 0.5 sum_{t'<=t} ||v_t' - W k_t'||^2 + 
 i.e. W_t = (sum v k^T) R_t with R_t = (sum k k^T + I/lam)^-1, and the output is P W_t q_t.
 Two forms compute the same causal outputs:
 
-- ``recurrent``: Sherman-Morrison updates of R_t from R_0 = lam I, O(d^2) state per head;
+- ``recurrent``: recursive least squares (Sherman-Morrison updates of R_t from
+  R_0 = lam I), O(d^2) state per head;
 - ``parallel``: cumulative sums of k k^T and v k^T and one batched solve per step (training).
 """
 
@@ -16,19 +17,37 @@ import torch
 from torch import Tensor, nn
 
 
+class MesaState:
+    """Recurrent mesa inference, one token at a time: the state is R_t (``[B, d, d]``) and
+    W_t (``[B, e, d]``), whatever the sequence length."""
+
+    def __init__(self, lam: Tensor, key_dim: int, value_dim: int, like: Tensor):
+        batch = lam.shape[0]
+        eye = torch.eye(key_dim, dtype=like.dtype, device=like.device)
+        self.inverse = lam.view(-1, 1, 1) * eye.expand(batch, key_dim, key_dim)  # R_0 = lam I
+        self.weights = like.new_zeros(batch, value_dim, key_dim)  # W_0 = 0
+
+    def step(self, k: Tensor, v: Tensor, q: Tensor) -> Tensor:
+        """``[B, d]`` key and query, ``[B, e]`` value -> ``[B, e]`` output W_t q_t."""
+        # Recursive least squares (Sherman-Morrison on R, O(d^2)): with the gain
+        # g = R_{t-1} k / (1 + k^T R_{t-1} k), W_t = W_{t-1} + (v - W_{t-1} k) g^T and
+        # R_t = R_{t-1} - g (R_{t-1} k)^T; W_t equals (sum v k^T) R_t exactly. Outer
+        # products as broadcast products: on d ~ 10 they beat batched matmuls.
+        rk = torch.bmm(self.inverse, k[..., None])[..., 0]
+        gain = rk / (1 + (k * rk).sum(dim=1, keepdim=True))
+        error = v - torch.bmm(self.weights, k[..., None])[..., 0]
+        self.weights = torch.addcmul(self.weights, error[:, :, None], gain[:, None, :])
+        self.inverse = torch.addcmul(self.inverse, gain[:, :, None], rk[:, None, :], value=-1)
+        return torch.bmm(self.weights, q[..., None])[..., 0]
+
+    def nbytes(self) -> int:
+        return sum(t.numel() * t.element_size() for t in (self.inverse, self.weights))
+
+
 def mesa_recurrent(keys: Tensor, values: Tensor, queries: Tensor, lam: Tensor) -> Tensor:
     """``[B, T, d]`` keys/queries, ``[B, T, e]`` values -> ``[B, T, e]`` outputs W_t q_t."""
-    batch, steps, d = keys.shape
-    eye = torch.eye(d, dtype=keys.dtype, device=keys.device)
-    inverse = lam.view(-1, 1, 1) * eye.expand(batch, d, d)  # R_0 = lam I
-    memory = keys.new_zeros(batch, values.shape[-1], d)  # sum v k^T
-    outputs = []
-    for t in range(steps):
-        k, v, q = keys[:, t, :, None], values[:, t, :, None], queries[:, t, :, None]
-        rk = inverse @ k
-        inverse = inverse - (rk @ rk.transpose(1, 2)) / (1 + k.transpose(1, 2) @ rk)
-        memory = memory + v @ k.transpose(1, 2)
-        outputs.append((memory @ (inverse @ q))[..., 0])
+    state = MesaState(lam, keys.shape[-1], values.shape[-1], keys)
+    outputs = [state.step(keys[:, t], values[:, t], queries[:, t]) for t in range(keys.shape[1])]
     return torch.stack(outputs, dim=1)
 
 

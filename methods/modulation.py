@@ -111,6 +111,8 @@ class LearnedRates(GradientModulation):
         return self.scale * gated
 
     def sparsity(self) -> dict[str, float]:
+        if self.gate == "identity":
+            return {}  # a free rate is never gated off; a negative one ascends
         out = {}
         for name in self.names:
             m = self.raw(name).detach()
