@@ -170,18 +170,22 @@ class InnerLoop:
             torch.cat([g.reshape(-1) for g in grads], out=into)
             return loss.detach()
 
+        count = len(x)
+        if grouped is not None:
+            # Row i: sample i, then the meta-batch; built once rather than once per step.
+            rows = torch.cat([x[:, None], meta_x.expand(count, *meta_x.shape)], dim=1)
+            labels = torch.cat([y[:, None], meta_y.expand(count, *meta_y.shape)], dim=1)
+            weights = {**frozen, **fast_views}
+
         def sample_and_meta(i: int) -> Tensor:
             """Meta-loss at the current weights; sample ``i``'s and the meta-batch's gradients
             land in ``sample_grad`` and ``meta_grad``."""
             if grouped is not None:  # one pass for both (a network that offers it)
-                rows, labels = torch.cat([x[i : i + 1], meta_x]), torch.cat([y[i : i + 1], meta_y])
-                weights = {**frozen, **fast_views}
-                return grouped(weights, rows, labels, 1, out=(sample_views, meta_views))[1]
+                return grouped(weights, rows[i], labels[i], 1, out=(sample_views, meta_views))[1]
             gradient(x[i : i + 1], y[i : i + 1], sample_grad)
             return gradient(meta_x, meta_y, meta_grad)
 
-        count = len(x)
-        total = torch.zeros((), device=x.device)
+        meta_losses = []
         # Inference mode skips autograd's bookkeeping on every small op; the generic path
         # needs autograd for its gradients.
         with torch.inference_mode() if grouped is not None else torch.no_grad():
@@ -191,9 +195,10 @@ class InnerLoop:
                 # (the sample gradient computed there is the next step's; unused at the end).
                 steps_taken += sample_grad
                 fast.addcmul_(rate, sample_grad, value=-1.0)
-                total += sample_and_meta((i + 1) % count)
+                meta_losses.append(sample_and_meta((i + 1) % count))
                 param_grads += meta_grad
                 rate_grads.addcmul_(meta_grad, steps_taken, value=-1.0)
             param_grads /= count
             rate_grads /= count
-        return total / count, param_views, rate_views
+            mean_loss = torch.stack(meta_losses).mean()
+        return mean_loss, param_views, rate_views
