@@ -288,7 +288,8 @@ for _p, _settings, _per_method in (
             method_defaults=_settings,
             method_settings={
                 **_per_method,
-                "online_finetune": {"online_lr": 1e-3},
+                # Its pre-training is plain MAML: the public fine-tuning baseline's step.
+                "online_finetune": {"online_lr": 1e-3, "inner_lr": 0.05, "inner_steps": 1},
                 "maml_frozen": {"inner_lr": 0.1},
                 "sparse_cmaml": {"inner_lr": 0.1},
                 "sparse_relu_cmaml": {"inner_lr": 0.1},

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from methods.mesa import MesaLayer, mesa_parallel, mesa_recurrent
+from methods.mesa import MesaLayer, MesaState, mesa_parallel, mesa_recurrent
 
 
 def _ridge_at_every_step(keys, values, queries, lam):
@@ -39,3 +39,17 @@ def test_layer_forms_agree_and_are_causal():
     changed = tokens.clone()
     changed[:, 5:] += 1.0  # the future must not change the past
     torch.testing.assert_close(layer(changed)[:, :5], parallel[:, :5])
+
+
+def test_recurrent_inference_carries_a_state_of_constant_size():
+    torch.manual_seed(2)
+    lam = torch.ones(2, dtype=torch.float64)
+    keys, values, queries = (torch.randn(2, 300, 4, dtype=torch.float64) for _ in range(3))
+    expected = mesa_parallel(keys, values, queries, lam)
+    state = MesaState(lam, 4, 4, keys)
+    sizes = []
+    for t in range(300):
+        out = state.step(keys[:, t], values[:, t], queries[:, t])
+        torch.testing.assert_close(out, expected[:, t])
+        sizes.append(state.nbytes())
+    assert sizes[0] == sizes[-1] == 2 * (4 * 4 + 4 * 4) * 8

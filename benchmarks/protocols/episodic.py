@@ -197,7 +197,9 @@ class EpisodicProtocol(Protocol):
 
         seed, final = self.config.test_seed, {}
         if analyses.applies(method, self.source):
+            began = time.perf_counter()
             final.update(analyses.gd_alignment(method, self.source, seed=seed))
+            final["final/align/wall_time_s"] = time.perf_counter() - began
             final.update(
                 analyses.context_and_ood_curves(method, self.source, self.recorder, seed=seed)
             )
