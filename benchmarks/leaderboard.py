@@ -24,6 +24,14 @@ log = logging.getLogger("mesabench")
 
 #: Columns shown by default, by what the runs logged (first match wins; first column ranks).
 CONTINUAL_COLUMNS = ("final/ra", "final/bti", "final/bwt", "final/la", "final/fwt")
+ONLINE_COLUMNS = (
+    "final/cumulative_accuracy",
+    "final/accuracy/omniglot",
+    "final/accuracy/mnist",
+    "final/accuracy/fashion_mnist",
+    "final/boundary_precision",
+    "final/boundary_recall",
+)
 #: Grouping keys besides run params (``method.inner_lr``, ``task.shots``, ...).
 GROUP_KEYS = ("method", "config_hash", "version")
 #: Keys that never distinguish configurations.
@@ -241,6 +249,8 @@ def default_columns(metric_names: Iterable[str]) -> list[str]:
     names = set(metric_names)
     if "final/ra" in names:
         return [c for c in CONTINUAL_COLUMNS if c in names]
+    if "final/cumulative_accuracy" in names:
+        return [c for c in ONLINE_COLUMNS if c in names]
     if "final/test_accuracy" in names:
         return ["final/test_accuracy"]
     return ["final/test_loss"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from typing import Any
 
@@ -155,7 +156,7 @@ def test_cmaml_detects_the_switches_of_a_constructed_stream():
 
 
 @pytest.mark.parametrize("method", OSAKA_METHODS)
-def test_osaka_methods_run_end_to_end(method, data_root, store):
+def test_osaka_methods_run_end_to_end(method, data_root, store, capsys):
     code = main(["run", "--method", method, "--benchmark", "osaka-omniglot-p0.9", *OSAKA_TINY,
                  "--tracking-uri", store])  # fmt: skip
     assert code == 0
@@ -174,6 +175,13 @@ def test_osaka_methods_run_end_to_end(method, data_root, store):
         assert 0.0 < metrics["final/sparsity/overall"] < 1.0
     artifacts = {a.path for a in client.list_artifacts(run.info.run_id)}
     assert {"accuracy_over_time.png", "accuracy_over_time.csv"} <= artifacts
+    if method == "cmaml":  # the leaderboard ranks online runs by cumulative accuracy
+        capsys.readouterr()
+        main(["leaderboard", "--benchmark", "osaka-omniglot-p0.9", "--tracking-uri", store,
+              "--format", "json"])  # fmt: skip
+        board = json.loads(capsys.readouterr().out)[0]
+        assert board["columns"][0] == "final/cumulative_accuracy"
+        assert "final/boundary_recall" in board["columns"]
 
 
 def test_an_interrupted_stream_resumes_to_the_same_numbers(data_root):
