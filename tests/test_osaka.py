@@ -225,3 +225,28 @@ def test_online_learners_refuse_wrong_settings(data_root, store, capsys):
                  "--set", "p=1.0", "--tracking-uri", store])  # fmt: skip
     assert code == 2
     assert "p must be in [0, 1)" in capsys.readouterr().err
+
+
+def test_prolonged_cmaml_updates_the_slow_weights_at_boundaries_and_full_buffers():
+    from datasets.tasks import Problem
+
+    torch.manual_seed(0)
+    problem = Problem((1, 28, 28), 10, "cross_entropy", "conv4")
+    config = OnlineMetaConfig(
+        channels=8, inner_lr=0.5, inner_steps=5, modulation="fixed", online_lr=1e-3,
+        boundary_threshold=2.0, pretrain=False, prolonged=True, buffer_batches=4,
+    )  # fmt: skip
+    learner = OnlineMetaLearner(config, problem, torch.device("cpu"))
+    g = torch.Generator().manual_seed(0)
+    prototypes = torch.rand(10, 1, 28, 28, generator=g)
+    changed, detected = [], []
+    for labels in (torch.arange(10),) * 6 + (torch.arange(10).roll(3),) * 2:
+        before = [p.detach().clone() for p in learner.params.values()]
+        x, y = _prototype_batch(prototypes, labels, g)
+        learner.predict(x)
+        detected.append(bool(learner.observe(x, y).get("boundary", 0.0)))
+        after = list(learner.params.values())
+        changed.append(any(not torch.equal(a, b) for a, b in zip(after, before, strict=True)))
+    assert detected == [False] * 6 + [True, False]
+    # A full buffer (4 batches) at step 4, the detected boundary at step 6; nothing else.
+    assert changed == [False, False, False, False, True, False, True, False]
