@@ -119,8 +119,11 @@ class OnlineMethod(Method):
     """
 
     protocols: ClassVar[frozenset[str]] = frozenset({"online"})
-    #: True if ``observe`` reports detected task boundaries (scored by precision / recall).
-    reports_boundaries: ClassVar[bool] = False
+
+    def reports_boundaries(self) -> bool:
+        """True if ``observe`` reports detected task boundaries (scored by precision and
+        recall against the hidden switches)."""
+        return False
 
     def pretrainer(self) -> EpisodicMethod | None:
         """The episodic learner to meta-train before the stream (it shares this method's

@@ -88,7 +88,6 @@ class OnlineMetaLearner(OnlineMethod):
         )
         self.params, self.buffers = self.learner.params, self.learner.buffers
         self.inner, self.modulation = self.learner.inner, self.learner.modulation
-        self.reports_boundaries = config.slow_update == "meta" and config.boundary_threshold > 0
         groups = [{"params": list(self.params.values())}]
         if config.slow_update == "meta" and list(self.modulation.parameters()):
             groups.append({"params": list(self.modulation.parameters())})
@@ -101,6 +100,9 @@ class OnlineMetaLearner(OnlineMethod):
 
     def pretrainer(self) -> EpisodicMethod | None:
         return self.learner if self.config.pretrain else None
+
+    def reports_boundaries(self) -> bool:
+        return self.config.slow_update == "meta" and self.config.boundary_threshold > 0
 
     # -- the stream ---------------------------------------------------------------------
     def _slow(self) -> Params:
@@ -134,7 +136,7 @@ class OnlineMetaLearner(OnlineMethod):
         keep_adapting = c.prolonged and self.fast is not None and not self.last_boundary
         self.fast = self._adapt(self.fast if keep_adapting else self._slow(), x, y)
         boundary = False
-        if self.reports_boundaries and self.previous is not None:
+        if self.reports_boundaries() and self.previous is not None:
             with torch.no_grad():
                 adapted_loss = F.cross_entropy(self._forward(self.fast, x), y).item()
             # The previous task's weights do much worse than weights adapted to this very

@@ -206,7 +206,7 @@ class OnlineProtocol(Protocol):
         for name, (correct, seen) in tally.by_source.items():
             if seen:
                 final[f"final/accuracy/{name}"] = correct / seen
-        if method.reports_boundaries:
+        if method.reports_boundaries():
             # Step 0 starts the stream: no learner can detect it, so it is not scored.
             scores = boundary_scores(detected[1:], tasks.switched[1:])
             final.update({f"final/boundary_{k}": v for k, v in scores.items()})
