@@ -105,7 +105,8 @@ class OnlineProtocol(Protocol):
     config: OnlineConfig
     source: OsakaStream
 
-    def pretrain(self, method: OnlineMethod, checkpoint: dict[str, Any] | None) -> None:
+    def pretrain(self, method: OnlineMethod, checkpoint: dict[str, Any] | None) -> float:
+        """Meta-train the method's episodic learner; returns the training time (s)."""
         c, learner = self.config, method.pretrainer()
         steps = learner.config.inner_steps
         episodic = EpisodicConfig(
@@ -127,7 +128,8 @@ class OnlineProtocol(Protocol):
             self.device,
             progress=self.progress,
         )
-        phase.run(learner, checkpoint=checkpoint)  # leaves the best validation weights
+        final = phase.run(learner, checkpoint=checkpoint)  # leaves the best validation weights
+        return final["final/train_time_s"]
 
     def run(
         self, method: OnlineMethod, checkpoint: dict[str, Any] | None = None
@@ -137,14 +139,18 @@ class OnlineProtocol(Protocol):
         c, stream = self.config, self.source
         phase = None if checkpoint is None else checkpoint.get("phase")
         pretrains = method.pretrainer() is not None and c.pretrain_iterations > 0
+        pretrain_time = 0.0
         if phase in (None, "pretrain") and pretrains:
-            self.pretrain(method, checkpoint["state"] if phase == "pretrain" else None)
+            pretrain_time = self.pretrain(
+                method, checkpoint["state"] if phase == "pretrain" else None
+            )
         offset = c.pretrain_iterations  # the progress bar counts pre-training first
         tasks = stream.tasks(self.seed)
 
         if phase == "online":
             method.load_state_dict(checkpoint["method"])
             start, tally, elapsed = checkpoint["step"], checkpoint["tally"], checkpoint["elapsed"]
+            pretrain_time = checkpoint["pretrain_time"]
             correct_by_step, detected = checkpoint["correct_by_step"], checkpoint["detected"]
             torch.set_rng_state(checkpoint["torch_rng"])
         else:
@@ -187,6 +193,7 @@ class OnlineProtocol(Protocol):
                         "elapsed": time.perf_counter() - began,
                         "correct_by_step": correct_by_step.clone(),
                         "detected": detected.clone(),
+                        "pretrain_time": pretrain_time,
                         "torch_rng": torch.get_rng_state(),
                     }
                 )
@@ -199,6 +206,7 @@ class OnlineProtocol(Protocol):
             # The leaderboard's common currency.
             "final/test_accuracy": tally.accuracy,
             "final/stream_time_s": stream_time,
+            "final/train_time_s": pretrain_time + stream_time,
             "final/steps_per_s": (stream.config.steps - start) / max(stream_time, 1e-9),
             "final/num_params": float(method.num_parameters()),
             "final/tasks": float(int(tasks.task_of_step[-1]) + 1),
