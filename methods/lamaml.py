@@ -98,9 +98,10 @@ class LookAheadMetaLearner(StreamLearner):
                 p.grad = param_grads[name]
             # The modulation's gradient by the chain rule through its own rate function
             # (exact relu for La-MAML, straight-through for the masks).
-            self.modulation_optimizer.zero_grad(set_to_none=True)
-            surrogate = sum((self.modulation.rate(n) * rate_grads[n]).sum() for n in self.params)
-            surrogate.backward()
+            for name in self.params:
+                self.modulation.raw(name).grad = self.modulation.raw_gradient(
+                    name, rate_grads[name]
+                )
             if c.grad_clip > 0:
                 torch.nn.utils.clip_grad_norm_(self.network.parameters(), c.grad_clip)
                 torch.nn.utils.clip_grad_norm_(self.modulation.parameters(), c.grad_clip)

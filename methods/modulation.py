@@ -110,6 +110,18 @@ class LearnedRates(GradientModulation):
             gated = straight_through(gated, m)
         return self.scale * gated
 
+    def raw_gradient(self, name: str, rate_grad: Tensor) -> Tensor:
+        """``dL/dm`` for the tensor ``name`` given ``dL/drate`` (shaped like the tensor): the
+        chain rule through :meth:`rate` written out, for learners that compute ``dL/drate``
+        in closed form and would otherwise run autograd over a surrogate just for this."""
+        m = self.raw(name)
+        grad = self.scale * rate_grad
+        if self.gate == "relu" and not self.straight_through:
+            grad = grad * (m > 0)
+        if self.granularity == "element":
+            return grad
+        return grad.sum().reshape(m.shape)
+
     def sparsity(self) -> dict[str, float]:
         if self.gate == "identity":
             return {}  # a free rate is never gated off; a negative one ascends

@@ -169,3 +169,18 @@ def test_gates_are_straight_through(gate):
     rate.sum().backward()
     assert torch.equal(mod.raw("w").grad, torch.ones(4))  # identity backward revives it
     assert mod.sparsity() == {"w": 1.0}
+
+
+@pytest.mark.parametrize("granularity", ["element", "tensor"])
+@pytest.mark.parametrize(
+    "gate, straight", [("binary", True), ("relu", True), ("relu", False), ("identity", True)]
+)
+def test_written_out_rate_gradient_equals_autograd(gate, straight, granularity):
+    torch.manual_seed(0)
+    mod = LearnedRates(
+        {"w": torch.Size([3, 4])}, gate=gate, scale=0.3, init="centred", init_value=1.0,
+        granularity=granularity, straight_through=straight,
+    )  # fmt: skip
+    upstream = torch.randn(3, 4)
+    (mod.rate("w") * upstream).sum().backward()
+    torch.testing.assert_close(mod.raw_gradient("w", upstream), mod.raw("w").grad)
