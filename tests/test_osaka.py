@@ -250,3 +250,34 @@ def test_prolonged_cmaml_updates_the_slow_weights_at_boundaries_and_full_buffers
     assert detected == [False] * 6 + [True, False]
     # A full buffer (4 batches) at step 4, the detected boundary at step 6; nothing else.
     assert changed == [False, False, False, False, True, False, True, False]
+
+
+def test_an_interrupted_cli_run_resumes_from_either_phase(data_root, store, monkeypatch, capsys):
+    from benchmarks.progress import TrainingProgress
+
+    settings = [*OSAKA_TINY, "--set", "checkpoint_every=2", "--seed", "1"]
+    experiment = "osaka-omniglot-p0.9"
+    original = TrainingProgress.__call__
+    for stop_at in (3, 4 + 13):  # in pre-training (4 iterations), then in the stream
+
+        def interrupt(self, done, metrics, stop_at=stop_at):
+            if done == stop_at:
+                raise KeyboardInterrupt
+            original(self, done, metrics)
+
+        monkeypatch.setattr(TrainingProgress, "__call__", interrupt)
+        assert main(["run", "--method", "cmaml", "--benchmark", experiment, *settings,
+                     "--tracking-uri", store]) == 130  # fmt: skip
+        monkeypatch.setattr(TrainingProgress, "__call__", original)
+        client = MlflowClient(store)
+        killed = client.search_runs(
+            [client.get_experiment_by_name(experiment).experiment_id],
+            filter_string="attributes.status = 'KILLED'",
+        )[0]
+        assert main(["run", "--resume", killed.info.run_id, "--tracking-uri", store]) == 0
+        assert f"from iteration {stop_at - 1}" in capsys.readouterr().out.replace("\n", " ")
+    assert main(["run", "--method", "cmaml", "--benchmark", experiment, *settings,
+                 "--tracking-uri", store]) == 0  # fmt: skip
+    runs = client.search_runs([client.get_experiment_by_name(experiment).experiment_id])
+    finals = [r.data.metrics["final/cumulative_accuracy"] for r in runs]
+    assert len(finals) == 3 and len(set(finals)) == 1

@@ -57,7 +57,10 @@ class PhaseRecorder:
         self.recorder.log_metrics({f"{self.phase}/{k}": v for k, v in metrics.items()}, step)
 
     def save_checkpoint(self, state: dict[str, Any]) -> None:
-        self.recorder.save_checkpoint({"phase": self.phase, "state": state})
+        # "iteration" is what the command line shows when it resumes.
+        self.recorder.save_checkpoint(
+            {"phase": self.phase, "state": state, "iteration": state["iteration"]}
+        )
 
     def log_figure(self, figure: Any, path: str) -> None:
         self.recorder.log_figure(figure, f"{self.phase}/{path}")
@@ -108,7 +111,7 @@ class OnlineProtocol(Protocol):
     def pretrain(self, method: OnlineMethod, checkpoint: dict[str, Any] | None) -> float:
         """Meta-train the method's episodic learner; returns the training time (s)."""
         c, learner = self.config, method.pretrainer()
-        steps = learner.config.inner_steps
+        steps = getattr(learner.config, "inner_steps", 1)
         episodic = EpisodicConfig(
             iterations=c.pretrain_iterations,
             meta_batch=c.pretrain_meta_batch,
@@ -188,6 +191,7 @@ class OnlineProtocol(Protocol):
                     {
                         "phase": "online",
                         "step": done,
+                        "iteration": offset + done,
                         "method": copy.deepcopy(method.state_dict()),
                         "tally": copy.deepcopy(tally),
                         "elapsed": time.perf_counter() - began,
