@@ -68,11 +68,14 @@ def _pools(config: FewShotConfig, data_root: str | None) -> dict[str, ImagePool]
 
         pools = load_miniimagenet(config.file_format, data_root)
     if config.test_dataset not in ("same", config.dataset):
-        pools["test"] = _test_pool(config.test_dataset, data_root)
+        pools["test"] = dataset_pool(config.test_dataset, data_root, part="test")
     return pools
 
 
-def _test_pool(name: str, data_root: str | None) -> ImagePool:
+@functools.lru_cache(maxsize=8)
+def dataset_pool(name: str, data_root: str | None, part: str = "test") -> ImagePool:
+    """A whole 28x28 dataset as one pool of classes: every Omniglot character, or the ten
+    classes of MNIST / Fashion-MNIST's ``part`` (``train`` or ``test``) split."""
     if name == "omniglot":
         from datasets.omniglot import load_omniglot, omniglot_pool
 
@@ -80,7 +83,7 @@ def _test_pool(name: str, data_root: str | None) -> ImagePool:
     from datasets.mnist import class_pool, load_mnist_like
 
     arrays = load_mnist_like(name, data_root)
-    return class_pool(arrays["x_test"], arrays["y_test"])
+    return class_pool(arrays[f"x_{part}"], arrays[f"y_{part}"])
 
 
 class FewShotEpisodes:
@@ -88,8 +91,10 @@ class FewShotEpisodes:
 
     task_block = 10  # episodes drawn at once during evaluation (images are large)
 
-    def __init__(self, config: FewShotConfig):
+    def __init__(self, config: FewShotConfig, pools: dict[str, ImagePool] | None = None):
+        """``pools`` (train / val / test) replaces the dataset's own class splits."""
         self.config = config
+        self._given = pools
         self.problem = Problem(
             input_shape=IMAGE_SHAPES[config.dataset],
             output_dim=config.ways,
@@ -103,7 +108,7 @@ class FewShotEpisodes:
         raises DataNotFoundError / DatasetFormatError with what to do."""
         if self._loaded is not None:
             return
-        pools = _pools(self.config, os.environ.get(DATA_ENV))
+        pools = self._given or _pools(self.config, os.environ.get(DATA_ENV))
         c = self.config
         for split, pool in pools.items():
             rotations = c.rotations and not (split == "test" and c.test_dataset != "same")

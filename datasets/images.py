@@ -103,12 +103,7 @@ def sample_episodes(
     keys = torch.rand(num_tasks, pool.num_classes * variants, generator=generator)
     chosen = keys.argsort(dim=1)[:, :ways]  # [T, N]
     classes, turns = chosen // variants, chosen % variants
-    # Images without replacement within each chosen class; padding sorts last.
-    index = pool.class_index[classes]  # [T, N, M]
-    keys = torch.rand(index.shape, generator=generator).masked_fill(index < 0, 2.0)
-    picks = keys.argsort(dim=-1)[..., :per_class]
-    image_ids = torch.gather(index, -1, picks)  # [T, N, K+Q]
-    x = pool.images[image_ids]  # uint8 [T, N, K+Q, C, H, W]
+    x = images_of_classes(pool, classes, per_class, generator)  # uint8 [T, N, K+Q, C, H, W]
     if rotations:
         x = _rotate(x, turns)
     x = x.to(torch.float32).div_(255.0)
@@ -126,10 +121,12 @@ def sample_episodes(
 def images_of_classes(
     pool: ImagePool, classes: Tensor, per_class: int, generator: torch.Generator
 ) -> Tensor:
-    """uint8 ``[len(classes), per_class, C, H, W]``: distinct random images of each class."""
-    index = pool.class_index[classes]  # [N, M]
+    """uint8 ``[*classes.shape, per_class, C, H, W]``: ``per_class`` distinct random images
+    of each class in ``classes``."""
+    index = pool.class_index[classes]  # [..., M]
+    # Images without replacement within each class; padding sorts last.
     keys = torch.rand(index.shape, generator=generator).masked_fill(index < 0, 2.0)
-    picks = keys.argsort(dim=-1)[:, :per_class]
+    picks = keys.argsort(dim=-1)[..., :per_class]
     return pool.images[torch.gather(index, -1, picks)]
 
 

@@ -14,7 +14,6 @@ is drawn once from the seed, and the images of step ``t`` from a generator keyed
 
 from __future__ import annotations
 
-import functools
 import os
 from dataclasses import dataclass
 from typing import Any
@@ -24,8 +23,9 @@ from torch import Tensor
 
 from benchmarks.config import ConfigError, param
 from datasets.data_root import DATA_ENV
-from datasets.images import ImagePool, images_of_classes, sample_episodes
-from datasets.tasks import Problem, Split, seeded_generator
+from datasets.fewshot import FewShotConfig, FewShotEpisodes, dataset_pool
+from datasets.images import ImagePool, images_of_classes
+from datasets.tasks import Problem, seeded_generator
 
 SOURCES = ("omniglot", "mnist", "fashion_mnist")
 _STREAM_KEY, _IMAGES_KEY = 61, 62  # generator keys of the task sequence and of the images
@@ -79,46 +79,6 @@ class TaskSequence:
     classes: Tensor  # int64 [tasks, ways]: class ids within the source's pool; label = column
 
 
-@functools.lru_cache(maxsize=2)
-def _omniglot_pool(data_root: str | None) -> ImagePool:
-    from datasets.omniglot import load_omniglot, omniglot_pool
-
-    return omniglot_pool(load_omniglot(data_root))
-
-
-@functools.lru_cache(maxsize=4)
-def _digit_pool(name: str, data_root: str | None) -> ImagePool:
-    from datasets.mnist import class_pool, load_mnist_like
-
-    arrays = load_mnist_like(name, data_root)
-    return class_pool(arrays["x_train"], arrays["y_train"])
-
-
-class OsakaPretraining:
-    """Episodic task source over the Omniglot pre-training classes (an ordinary
-    :class:`datasets.tasks.TaskSource`, so the episodic protocol meta-trains on it)."""
-
-    task_block = 10
-
-    def __init__(self, config: OsakaConfig, problem: Problem, pools: dict[str, ImagePool]):
-        self.config, self.problem, self.pools = config, problem, pools
-
-    def prepare(self) -> None:
-        pass
-
-    def sample(self, num_tasks: int, generator: torch.Generator, split: Split = "train"):
-        c = self.config
-        seed = torch.randint(2**62, (1,), generator=generator, device=generator.device)
-        batch = sample_episodes(
-            self.pools[split], num_tasks, c.ways, c.shots, c.queries,
-            torch.Generator().manual_seed(int(seed)),
-        )  # fmt: skip
-        return batch.to(generator.device)
-
-    def method_defaults(self) -> dict[str, object]:
-        return {}
-
-
 class OsakaStream:
     """Pre-training episodes and the online stream of one OSAKA benchmark."""
 
@@ -128,7 +88,7 @@ class OsakaStream:
             input_shape=(1, 28, 28), output_dim=config.ways, loss="cross_entropy", network="conv4"
         )
         self._pools: dict[str, ImagePool] | None = None
-        self._omniglot_split: dict[str, ImagePool] | None = None
+        self._pretraining: FewShotEpisodes | None = None
 
     # -- data ---------------------------------------------------------------------------
     def prepare(self) -> None:
@@ -136,7 +96,7 @@ class OsakaStream:
         if self._pools is not None:
             return
         root = os.environ.get(DATA_ENV)
-        omniglot = _omniglot_pool(root)
+        omniglot = dataset_pool("omniglot", root)
         c = self.config
         first_stream = c.pretrain_classes + c.val_classes
         if first_stream >= omniglot.num_classes:
@@ -144,26 +104,27 @@ class OsakaStream:
                 f"pretrain_classes + val_classes must leave Omniglot classes for the stream: "
                 f"{first_stream} of {omniglot.num_classes} taken"
             )
-        self._omniglot_split = {
+        splits = {
             "train": omniglot.subset(range(c.pretrain_classes)),
             "val": omniglot.subset(range(c.pretrain_classes, first_stream)),
             "test": omniglot.subset(range(first_stream, omniglot.num_classes)),
         }
+        episodes = FewShotConfig(dataset="omniglot", ways=c.ways, shots=c.shots, queries=c.queries)
+        self._pretraining = FewShotEpisodes(episodes, pools=splits)
+        self._pretraining.prepare()  # checks that every split can serve episodes
         self._pools = {
-            "omniglot": self._omniglot_split["test"],
-            "mnist": _digit_pool("mnist", root),
-            "fashion_mnist": _digit_pool("fashion_mnist", root),
+            "omniglot": splits["test"],
+            "mnist": dataset_pool("mnist", root, part="train"),
+            "fashion_mnist": dataset_pool("fashion_mnist", root, part="train"),
         }
         for name, pool in self._pools.items():
             pool.check_episode(c.ways, c.shots, f"{name} stream pool")
-        for split, pool in self._omniglot_split.items():
-            pool.check_episode(c.ways, c.shots + c.queries, f"omniglot {split} split")
 
-    def pretraining(self) -> OsakaPretraining:
-        """Episodes over the Omniglot pre-training classes; the test split is the unseen
-        Omniglot classes the stream draws from."""
+    def pretraining(self) -> FewShotEpisodes:
+        """Episodes over the Omniglot pre-training classes (an ordinary episodic task
+        source); the test split is the unseen Omniglot classes the stream draws from."""
         self.prepare()
-        return OsakaPretraining(self.config, self.problem, self._omniglot_split)
+        return self._pretraining
 
     # -- the stream ---------------------------------------------------------------------
     def tasks(self, seed: int) -> TaskSequence:
@@ -203,7 +164,6 @@ class OsakaStream:
 __all__ = [
     "SOURCES",
     "OsakaConfig",
-    "OsakaPretraining",
     "OsakaStream",
     "StreamBatch",
     "TaskSequence",

@@ -22,7 +22,7 @@ class MLP(nn.Sequential):
         super().__init__(*layers)
         self.head_prefix = f"{len(layers) - 1}."
         self.depth = len(hidden) + 1
-        self._row_cache: dict[tuple, tuple[torch.Tensor, torch.Tensor]] = {}
+        self._row_cache: dict[tuple, tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = {}
 
     def functional_forward(self, params: dict[str, torch.Tensor], x: torch.Tensor):
         """The forward pass with the given weights: the same operations as ``forward``

@@ -68,10 +68,6 @@ class OnlineMetaConfig(MAMLConfig):
             raise ConfigError("fast_adaptation needs adapted parameters (adapt all or head)")
 
 
-def _maml_config(config: OnlineMetaConfig) -> MAMLConfig:
-    return MAMLConfig(**{f.name: getattr(config, f.name) for f in fields(MAMLConfig)})
-
-
 class OnlineMetaLearner(OnlineMethod):
     """Continual-MAML (Caccia et al. 2020) and the OSAKA baselines, by configuration."""
 
@@ -80,12 +76,11 @@ class OnlineMetaLearner(OnlineMethod):
 
     def __init__(self, config: OnlineMetaConfig, problem: Problem, device: torch.device):
         super().__init__(config, problem, device)
-        # test_inner_steps = inner_steps: the pre-training validation scores the adaptation
-        # the stream will use.
-        base = _maml_config(config)
-        self.learner = GradientMetaLearner(
-            MAMLConfig(**{**vars(base), "test_inner_steps": config.inner_steps}), problem, device
-        )
+        # The MAML-family fields of the config; test_inner_steps = inner_steps, so that the
+        # pre-training validation scores the adaptation the stream will use.
+        maml = {f.name: getattr(config, f.name) for f in fields(MAMLConfig)}
+        maml["test_inner_steps"] = config.inner_steps
+        self.learner = GradientMetaLearner(MAMLConfig(**maml), problem, device)
         self.params, self.buffers = self.learner.params, self.learner.buffers
         self.inner, self.modulation = self.learner.inner, self.learner.modulation
         groups = [{"params": list(self.params.values())}]
@@ -115,17 +110,21 @@ class OnlineMetaLearner(OnlineMethod):
         with torch.no_grad():
             return self.inner.adapt(start, self.buffers, x, y, self.config.inner_steps)
 
-    def predict(self, x: Tensor) -> Tensor:
+    def _predicting_logits(self, x: Tensor) -> Tensor:
         use_fast = self.config.fast_adaptation and self.fast is not None
         with torch.no_grad():
-            logits = self._forward(self.fast if use_fast else self._slow(), x)
+            return self._forward(self.fast if use_fast else self._slow(), x)
+
+    def predict(self, x: Tensor) -> Tensor:
+        logits = self._predicting_logits(x)
         self._scored = (x, logits)  # observe() reuses them for L_t
         return logits
 
     def observe(self, x: Tensor, y: Tensor) -> dict[str, float]:
         c = self.config
         scored, self._scored = self._scored, None
-        logits = scored[1] if scored is not None and scored[0] is x else self.predict(x)
+        same = scored is not None and scored[0] is x
+        logits = scored[1] if same else self._predicting_logits(x)
         loss_before = F.cross_entropy(logits, y).item()
         out = {"loss": loss_before}
         if c.slow_update == "adam":

@@ -69,29 +69,6 @@ class PhaseRecorder:
         self.recorder.log_text(text, f"{self.phase}/{path}")
 
 
-@dataclass
-class StreamTally:
-    """Running counts of the test-then-train scores, overall and per source dataset."""
-
-    correct: float = 0.0
-    seen: int = 0
-    by_source: dict[str, list[float]] | None = None  # name -> [correct, seen]
-
-    def __post_init__(self) -> None:
-        if self.by_source is None:
-            self.by_source = {name: [0.0, 0] for name in SOURCES}
-
-    def add(self, correct: float, count: int, source: str) -> None:
-        self.correct += correct
-        self.seen += count
-        self.by_source[source][0] += correct
-        self.by_source[source][1] += count
-
-    @property
-    def accuracy(self) -> float:
-        return self.correct / max(self.seen, 1)
-
-
 def boundary_scores(detected: torch.Tensor, switched: torch.Tensor) -> dict[str, float]:
     """Precision and recall of detected boundaries against the true switches (bool masks)."""
     hits = (detected & switched).sum().item()
@@ -152,15 +129,17 @@ class OnlineProtocol(Protocol):
 
         if phase == "online":
             method.load_state_dict(checkpoint["method"])
-            start, tally, elapsed = checkpoint["step"], checkpoint["tally"], checkpoint["elapsed"]
+            start, elapsed = checkpoint["step"], checkpoint["elapsed"]
             pretrain_time = checkpoint["pretrain_time"]
             correct_by_step, detected = checkpoint["correct_by_step"], checkpoint["detected"]
             torch.set_rng_state(checkpoint["torch_rng"])
         else:
-            start, tally, elapsed = 0, StreamTally(), 0.0
+            start, elapsed = 0, 0.0
             correct_by_step = torch.full((stream.config.steps,), math.nan)
             detected = torch.zeros(stream.config.steps, dtype=torch.bool)
         began = time.perf_counter() - elapsed
+        # Every batch has the same size, so accuracies are means over steps.
+        correct_so_far = correct_by_step[:start].sum().item()
 
         for step in range(start, stream.config.steps):
             batch = stream.batch(tasks, self.seed, step)
@@ -172,15 +151,16 @@ class OnlineProtocol(Protocol):
             if not math.isfinite(loss):
                 raise DivergenceError(f"diverged at stream step {step}: loss is {loss}")
             correct_by_step[step] = correct
-            tally.add(correct * len(y), len(y), SOURCES[batch.source])
+            correct_so_far += correct
             if "boundary" in metrics:
                 detected[step] = bool(metrics["boundary"])
             done = step + 1
+            accuracy = correct_so_far / done
             if done % c.log_every == 0 or done == stream.config.steps:
                 window = correct_by_step[max(0, done - c.log_every) : done].mean().item()
                 self.recorder.log_metrics(
                     {
-                        "online/accuracy_so_far": tally.accuracy,
+                        "online/accuracy_so_far": accuracy,
                         "online/accuracy_window": window,
                         "train/loss": loss,
                     },
@@ -193,7 +173,6 @@ class OnlineProtocol(Protocol):
                         "step": done,
                         "iteration": offset + done,
                         "method": copy.deepcopy(method.state_dict()),
-                        "tally": copy.deepcopy(tally),
                         "elapsed": time.perf_counter() - began,
                         "correct_by_step": correct_by_step.clone(),
                         "detected": detected.clone(),
@@ -202,22 +181,25 @@ class OnlineProtocol(Protocol):
                     }
                 )
             if self.progress is not None:
-                self.progress(offset + done, {**metrics, "accuracy": tally.accuracy})
+                self.progress(offset + done, {**metrics, "accuracy": accuracy})
 
         stream_time = time.perf_counter() - began
+        cumulative = correct_by_step.mean().item()
         final = {
-            "final/cumulative_accuracy": tally.accuracy,
+            "final/cumulative_accuracy": cumulative,
             # The leaderboard's common currency.
-            "final/test_accuracy": tally.accuracy,
+            "final/test_accuracy": cumulative,
             "final/stream_time_s": stream_time,
             "final/train_time_s": pretrain_time + stream_time,
             "final/steps_per_s": (stream.config.steps - start) / max(stream_time, 1e-9),
             "final/num_params": float(method.num_parameters()),
             "final/tasks": float(int(tasks.task_of_step[-1]) + 1),
         }
-        for name, (correct, seen) in tally.by_source.items():
-            if seen:
-                final[f"final/accuracy/{name}"] = correct / seen
+        source_of_step = tasks.source[tasks.task_of_step]
+        for index, name in enumerate(SOURCES):
+            steps_of_source = source_of_step == index
+            if steps_of_source.any():
+                final[f"final/accuracy/{name}"] = correct_by_step[steps_of_source].mean().item()
         if method.reports_boundaries():
             # Step 0 starts the stream: no learner can detect it, so it is not scored.
             scores = boundary_scores(detected[1:], tasks.switched[1:])
@@ -227,10 +209,10 @@ class OnlineProtocol(Protocol):
             final.update({f"final/sparsity/{k}": v for k, v in sparsity.items()})
             final["final/sparsity/overall"] = overall_sparsity(method, sparsity)
         self.recorder.log_metrics(final, step=stream.config.steps)
-        self._log_figures(correct_by_step, tasks, detected, sparsity)
+        self._log_figures(correct_by_step, source_of_step, tasks.switched, detected, sparsity)
         return final
 
-    def _log_figures(self, correct_by_step, tasks, detected, sparsity) -> None:
+    def _log_figures(self, correct_by_step, source_of_step, switched, detected, sparsity) -> None:
         from benchmarks.plots import (
             online_accuracy_figure,
             online_accuracy_table,
@@ -238,13 +220,12 @@ class OnlineProtocol(Protocol):
             sparsity_table,
         )
 
-        source_of_step = tasks.source[tasks.task_of_step]
         self.recorder.log_figure(
-            online_accuracy_figure(correct_by_step, source_of_step, tasks.switched),
+            online_accuracy_figure(correct_by_step, source_of_step, switched),
             "accuracy_over_time.png",
         )
         self.recorder.log_text(
-            online_accuracy_table(correct_by_step, source_of_step, tasks.switched, detected),
+            online_accuracy_table(correct_by_step, source_of_step, switched, detected),
             "accuracy_over_time.csv",
         )
         if sparsity:
