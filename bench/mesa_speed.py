@@ -2,12 +2,14 @@
 
 At every step t the mesa layer needs W_t q_t = (sum v k^T) (sum k k^T + I / lam)^-1 q_t. The
 peer keeps the same running sums and calls ``torch.linalg.solve`` at every step (what one
-writes without Sherman-Morrison); ours updates the inverse in O(d^2) (``MesaState``). Both
-run token by token on the same keys, values and queries, in alternation, best of
-``--rounds``; outputs are checked equal. Then the state carried between tokens is measured
-at growing T (recurrent: constant) beside the parallel training form's intermediates.
+writes without Sherman-Morrison); ours updates the inverse in O(d^2) (``MesaState``), token
+by token (``step``) or a block of ``--chunk`` tokens at a time (``block``: Woodbury, every
+token's output still exact, the same O(d^2) state). All run on the same keys, values and
+queries, in alternation, best of ``--rounds``; outputs are checked equal. Then the state
+carried between tokens is measured at growing T (recurrent: constant) beside the parallel
+training form's intermediates.
 
-    python bench/mesa_speed.py [--length 256] [--batch 64] [--dim 10] [--rounds 5]
+    python bench/mesa_speed.py [--length 256] [--batch 64] [--dim 10] [--chunk 16] [--rounds 5]
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import time
 
 import torch
 
-from methods.mesa import MesaState, mesa_parallel
+from methods.mesa import MesaState, mesa_chunked, mesa_parallel
 
 
 def per_step_solve(keys, values, queries, lam):
@@ -54,6 +56,7 @@ def main() -> None:
     parser.add_argument("--length", type=int, default=256)
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--dim", type=int, default=10)
+    parser.add_argument("--chunk", type=int, default=16)
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
     torch.manual_seed(0)
@@ -61,16 +64,24 @@ def main() -> None:
     keys, values, queries = (torch.randn(b, t, d, dtype=torch.float64) for _ in range(3))
     lam = torch.full((b,), 1.0, dtype=torch.float64)
     data = (keys, values, queries, lam)
-    torch.testing.assert_close(recurrent(*data), per_step_solve(*data))
+    chunked = (*data, args.chunk)
+    reference = per_step_solve(*data)
+    torch.testing.assert_close(recurrent(*data), reference)
+    torch.testing.assert_close(mesa_chunked(*chunked), reference)
 
-    ours, peer = [], []
-    for _ in range(args.rounds):  # alternate, so that both see the same machine load
+    ours, blocks, peer = [], [], []
+    for _ in range(args.rounds):  # alternate, so that all see the same machine load
         ours.append(best_time(recurrent, data, 1))
+        blocks.append(best_time(mesa_chunked, chunked, 1))
         peer.append(best_time(per_step_solve, data, 1))
     print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, B={b} T={t} d={d}")
-    print(f"per-step linear solve   {min(peer) * 1e3:8.1f} ms")
-    ratio = min(peer) / min(ours)
-    print(f"ours, Sherman-Morrison  {min(ours) * 1e3:8.1f} ms | ratio {ratio:5.2f}x")
+    print(f"per-step linear solve              {min(peer) * 1e3:8.1f} ms")
+    for label, times in (
+        ("ours, Sherman-Morrison per token", ours),
+        (f"ours, Woodbury per {args.chunk:3d} tokens ", blocks),
+    ):
+        ratio = min(peer) / min(times)
+        print(f"{label}   {min(times) * 1e3:8.1f} ms | ratio {ratio:5.2f}x")
 
     print("state carried between tokens (recurrent) vs parallel-form intermediates:")
     for length in (256, 1024, 4096):

@@ -85,6 +85,20 @@ for _shots in (5, 10):
             reference="Finn et al. 2017, section 5.1 (MLP 1-40-40-1, inner lr 0.01, meta-batch 25)",
         )
     )
+_LINREG_ICL_PROTOCOL = EpisodicConfig(
+    iterations=2000,
+    meta_batch=256,
+    val_every=500,
+    val_tasks=1000,
+    test_tasks=10_000,
+    eval_steps=(1,),
+    eval_chunk=1000,
+    checkpoint_every=1000,
+)
+_LINREG_ICL_REFERENCE = (
+    "von Oswald et al. 2023 (paper text: U(-1,1); the public code used U(-0.5,0.5): "
+    "--set input_range=0.5)"
+)
 register_benchmark(
     BenchmarkSpec(
         name="linreg-icl",
@@ -93,20 +107,47 @@ register_benchmark(
             "loss 0.5*squared error; gradient learners default to the optimal one-step rate"
         ),
         task=LinRegConfig(dim=10, shots=10, queries=1, input_range=1.0),
+        protocol=_LINREG_ICL_PROTOCOL,
+        reference=_LINREG_ICL_REFERENCE,
+    )
+)
+register_benchmark(
+    BenchmarkSpec(
+        name="linreg-icl-interleaved",
+        description=(
+            "linreg-icl with the natural token sequence x_1, y_1, ..., x_N, y_N, x_q for "
+            "token-based learners (lsa gets one-hot positions; a softmax first layer can pair "
+            "each y with its x); the same tasks and references"
+        ),
+        task=LinRegConfig(dim=10, shots=10, queries=1, input_range=1.0, tokens="interleaved"),
+        protocol=_LINREG_ICL_PROTOCOL,
+        method_settings={"lsa": {"first_layer": "softmax", "layers": 2}},
+        reference=_LINREG_ICL_REFERENCE + "; section 'tokens not constructed'",
+    )
+)
+register_benchmark(
+    BenchmarkSpec(
+        name="sinusoid-icl",
+        description=(
+            "the MAML sinusoid family learned in context: 10 context points, 10 queries, MSE; "
+            "token-based learners see (phi(x), y) with a learned MLP feature map phi"
+        ),
+        task=SinusoidConfig(shots=10, queries=10),
         protocol=EpisodicConfig(
-            iterations=2000,
-            meta_batch=256,
-            val_every=500,
-            val_tasks=1000,
-            test_tasks=10_000,
-            eval_steps=(1,),
+            iterations=5000,
+            meta_batch=128,
+            val_every=1000,
+            val_tasks=500,
+            test_tasks=2000,
+            eval_steps=(10,),
             eval_chunk=1000,
             checkpoint_every=1000,
         ),
-        reference=(
-            "von Oswald et al. 2023 (paper text: U(-1,1); the public code used U(-0.5,0.5): "
-            "--set input_range=0.5)"
-        ),
+        method_settings={
+            "lsa": {"embed": 40, "layers": 2},
+            "gdssm": {"embed": 40, "head": "gated"},
+        },
+        reference="von Oswald et al. 2023 (nonlinear regression with an MLP embedding)",
     )
 )
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Literal
 
 import torch
 
@@ -42,7 +43,9 @@ class SinusoidTasks:
 
     def __init__(self, config: SinusoidConfig):
         self.config = config
-        self.problem = Problem(input_shape=(1,), output_dim=1, loss="mse", network="mlp")
+        self.problem = Problem(
+            input_shape=(1,), output_dim=1, loss="mse", network="mlp", context_size=config.shots
+        )
 
     def sample(
         self, num_tasks: int, generator: torch.Generator, split: Split = "train"
@@ -71,6 +74,9 @@ class LinRegConfig:
     input_range: float = param(1.0, min=0.0, help="r in U(-r, r); 1 in the paper, 0.5 in its code")
     teacher_scale: float = param(1.0, min=0.0)
     noise: float = param(0.0, min=0.0, help="std of Gaussian label noise")
+    tokens: Literal["constructed", "interleaved"] = param(
+        "constructed", help="token-based in-context learners get (x_i, y_i) or x_1, y_1, ..."
+    )
 
     def build(self) -> LinRegTasks:
         return LinRegTasks(self)
@@ -84,7 +90,12 @@ class LinRegTasks:
     def __init__(self, config: LinRegConfig):
         self.config = config
         self.problem = Problem(
-            input_shape=(config.dim,), output_dim=1, loss="half_mse", network="linear"
+            input_shape=(config.dim,),
+            output_dim=1,
+            loss="half_mse",
+            network="linear",
+            tokens=config.tokens,
+            context_size=config.shots,
         )
 
     def sample(

@@ -50,6 +50,11 @@ class Problem:
     #: Sequence tasks: support and query are the same sequence, and the prediction at
     #: position t may use positions <= t only.
     causal: bool = False
+    #: How token-based in-context learners receive a task: constructed tokens (x_i, y_i)
+    #: or the interleaved natural sequence x_1, y_1, ..., x_q (REFERENCE section 1).
+    tokens: Literal["constructed", "interleaved"] = "constructed"
+    #: Context points per task, where fixed (token-based learners size positions by it).
+    context_size: int = 0
 
 
 class TaskSource(Protocol):

@@ -26,14 +26,22 @@ def read_prediction(queries: Tensor) -> Tensor:
     return -queries[..., -1:]
 
 
-def interleaved_tokens(support_x: Tensor, support_y: Tensor, query_x: Tensor) -> Tensor:
-    """The natural sequence x_1, y_1, ..., x_N, y_N, x_q as tokens of width d + 1 (x tokens
-    (x, 0), y tokens (0, y)), one sequence per query: ``[T * Q, 2N + 1, d + 1]``."""
+def natural_context(support_x: Tensor, support_y: Tensor) -> Tensor:
+    """The context x_1, y_1, ..., x_N, y_N as tokens of width d + 1 (x tokens (x, 0), y tokens
+    (0, y)): ``[T, 2N, d + 1]``."""
     tasks, n, d = support_x.shape
-    queries = query_x.shape[1]
     x_tokens = torch.cat([support_x, torch.zeros_like(support_x[..., :1])], dim=-1)
     y_tokens = torch.cat([torch.zeros_like(support_x), support_y], dim=-1)
-    context = torch.stack([x_tokens, y_tokens], dim=2).reshape(tasks, 2 * n, d + 1)
-    context = context.unsqueeze(1).expand(tasks, queries, 2 * n, d + 1)
+    return torch.stack([x_tokens, y_tokens], dim=2).reshape(tasks, 2 * n, d + 1)
+
+
+def interleaved_tokens(support_x: Tensor, support_y: Tensor, query_x: Tensor) -> Tensor:
+    """The natural sequence x_1, y_1, ..., x_N, y_N, x_q, one sequence per query:
+    ``[T * Q, 2N + 1, d + 1]``."""
+    tasks, n, d = support_x.shape
+    queries = query_x.shape[1]
+    context = (
+        natural_context(support_x, support_y).unsqueeze(1).expand(tasks, queries, 2 * n, d + 1)
+    )
     last = query_tokens(query_x).unsqueeze(2)  # [T, Q, 1, d + 1]
     return torch.cat([context, last], dim=2).reshape(tasks * queries, 2 * n + 1, d + 1)

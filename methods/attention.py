@@ -25,6 +25,11 @@ class LinearSelfAttention(nn.Module):
         self.key, self.query, self.value, self.projection = (weights() for _ in range(4))
 
     def forward(self, context: Tensor, queries: Tensor) -> tuple[Tensor, Tensor]:
+        tokens = torch.cat([context, queries], dim=1) + self.update(context, queries)
+        return tokens[:, : context.shape[1]], tokens[:, context.shape[1] :]
+
+    def update(self, context: Tensor, queries: Tensor) -> Tensor:
+        """The residual update of every token, ``[T, N + Q, D]``."""
         tokens = torch.cat([context, queries], dim=1)  # [T, N + Q, D]
         keys = torch.einsum("hde,tne->thnd", self.key, context)
         values = torch.einsum("hde,tne->thnd", self.value, context)
@@ -33,8 +38,40 @@ class LinearSelfAttention(nn.Module):
         if self.softmax:
             scores = scores.softmax(dim=-1)
         mixed = scores @ values  # [T, H, N + Q, D]
-        update = torch.einsum("hde,thme->tmd", self.projection, mixed)
-        tokens = tokens + update
+        return torch.einsum("hde,thme->tmd", self.projection, mixed)
+
+
+class LSABlock(nn.Module):
+    """An attention layer with the usual transformer options: pre-LayerNorm on what the
+    attention reads, and a residual MLP after it. With both off it is the bare layer, so
+    the constructions above still apply."""
+
+    def __init__(
+        self,
+        dim: int,
+        heads: int = 1,
+        init_std: float = 0.002,
+        softmax: bool = False,
+        layernorm: bool = False,
+        mlp_width: int = 0,
+    ):
+        super().__init__()
+        self.attention = LinearSelfAttention(dim, heads, init_std, softmax)
+        self.norm = nn.LayerNorm(dim) if layernorm else nn.Identity()
+        self.mlp = None
+        if mlp_width:
+            self.mlp = nn.Sequential(
+                nn.LayerNorm(dim) if layernorm else nn.Identity(),
+                nn.Linear(dim, mlp_width),
+                nn.GELU(),
+                nn.Linear(mlp_width, dim),
+            )
+
+    def forward(self, context: Tensor, queries: Tensor) -> tuple[Tensor, Tensor]:
+        tokens = torch.cat([context, queries], dim=1)
+        tokens = tokens + self.attention.update(self.norm(context), self.norm(queries))
+        if self.mlp is not None:
+            tokens = tokens + self.mlp(tokens)
         return tokens[:, : context.shape[1]], tokens[:, context.shape[1] :]
 
 

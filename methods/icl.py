@@ -7,16 +7,16 @@ ordinary training on fresh task batches. They need flat regression tasks.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import torch
 from torch import Tensor, nn
 
 from benchmarks.config import ConfigError, param
 from datasets.tasks import Problem, TaskBatch
-from datasets.tokens import context_tokens, query_tokens, read_prediction
+from datasets.tokens import context_tokens, interleaved_tokens, query_tokens, read_prediction
 from methods.api import EpisodicMethod
-from methods.attention import LinearSelfAttention
+from methods.attention import LSABlock
 from methods.losses import per_task_loss
 from methods.reference_algorithms import gd_token_predict, optimal_one_step_rate, ridge_predict
 from methods.registry import register_method
@@ -82,41 +82,96 @@ class InContextMethod(EpisodicMethod):
             self.optimizer.load_state_dict(state["optimizer"])
 
 
+def feature_map(dim: int, width: int) -> nn.Module:
+    """A learned MLP feature map phi: R^dim -> R^width for nonlinear tasks (identity if 0)."""
+    if not width:
+        return nn.Identity()
+    return nn.Sequential(nn.Linear(dim, width), nn.ReLU(), nn.Linear(width, width))
+
+
 @dataclass(frozen=True)
 class LSAConfig:
     layers: int = param(1, min=1, help="attention layers (K)")
     heads: int = param(1, min=1)
     tied: bool = param(False, help="one layer's weights repeated K times (recurrent)")
-    softmax: bool = param(False, help="softmax attention instead of linear")
+    softmax: bool = param(False, help="softmax attention instead of linear, every layer")
+    first_layer: Literal["same", "softmax"] = param(
+        "same",
+        help="softmax: the first layer uses softmax attention (with interleaved tokens it "
+        "can pair each y with its x)",
+    )
+    layernorm: bool = param(False, help="pre-LayerNorm on what each layer reads")
+    mlp: int = param(0, min=0, help="hidden width of a residual MLP after each layer (0: none)")
+    clip: float = param(0.0, min=0.0, help="clip tokens to [-clip, clip] after each layer (0: off)")
+    embed: int = param(
+        0, min=0, help="width of a learned MLP feature map phi(x), tokens (phi(x), y) (0: raw x)"
+    )
     dampening: float = param(1.0, min=0.0, help="factor on every layer's update")
-    init_std: float = param(0.002, min=0.0)
+    # 0.02 rather than the public code's 0.002: from 0.002 the U(-1, 1) task stays on the
+    # zero-predictor plateau for 20k steps (docs/RESULTS.md).
+    init_std: float = param(0.02, min=0.0)
     lr: float = param(1e-3, min=0.0)
     grad_clip: float = param(1.0, min=0.0, help="global-norm clip (0: off)")
 
 
 class LSATransformer(InContextMethod):
-    """K layers of (linear) self-attention on constructed tokens, tied or untied."""
+    """K layers of (linear) self-attention on constructed tokens (x_i, y_i), tied or untied;
+    on benchmarks with interleaved tokens, on x_1, y_1, ..., x_q with one-hot positions."""
 
     Config = LSAConfig
 
+    @property
+    def interleaved(self) -> bool:
+        return self.problem.tokens == "interleaved"
+
     def build_model(self, dim: int) -> nn.Module:
         c = self.config
-        count = 1 if c.tied else c.layers
-        return nn.ModuleList(
-            LinearSelfAttention(dim + 1, c.heads, c.init_std, c.softmax) for _ in range(count)
-        )
+        features = c.embed or dim
+        width = features + 1
+        if self.interleaved:
+            width += 2 * self.problem.context_size + 1  # one-hot position of each token
 
-    def layer(self, k: int) -> LinearSelfAttention:
-        return self.model[0 if self.config.tied else k]
+        def block(softmax: bool) -> LSABlock:
+            return LSABlock(width, c.heads, c.init_std, softmax, c.layernorm, c.mlp)
+
+        first = int(c.first_layer == "softmax")
+        rest = c.layers - first
+        model = nn.Module()
+        count = min(rest, 1) if c.tied else rest
+        model.blocks = nn.ModuleList(
+            [block(True)] * first + [block(c.softmax) for _ in range(count)]
+        )
+        model.embed = feature_map(dim, c.embed)
+        return model
+
+    def layer(self, k: int) -> LSABlock:
+        first = int(self.config.first_layer == "softmax")
+        if k < first or not self.config.tied:
+            return self.model.blocks[k]
+        return self.model.blocks[first]
+
+    def tokens(self, support_x, support_y, query_x) -> tuple[Tensor, Tensor]:
+        support, queries = self.model.embed(support_x), self.model.embed(query_x)
+        if not self.interleaved:
+            return context_tokens(support, support_y), query_tokens(queries)
+        tokens = interleaved_tokens(support, support_y, queries)  # [T * Q, 2n + 1, w + 1]
+        # The query keeps the last position when the context is shorter than the trained N.
+        eye = torch.eye(2 * self.problem.context_size + 1, dtype=tokens.dtype, device=tokens.device)
+        positions = torch.cat([eye[: tokens.shape[1] - 1], eye[-1:]])
+        positions = positions.expand(tokens.shape[0], -1, -1)
+        tokens = torch.cat([tokens[..., :-1], positions, tokens[..., -1:]], dim=-1)
+        return tokens[:, :-1], tokens[:, -1:]  # the y-slot stays last
 
     def forward(self, support_x, support_y, query_x):
-        context, queries = context_tokens(support_x, support_y), query_tokens(query_x)
-        for k in range(self.config.layers):
+        context, queries = self.tokens(support_x, support_y, query_x)
+        c = self.config
+        for k in range(c.layers):
             new_context, new_queries = self.layer(k)(context, queries)
-            d = self.config.dampening
-            context = context + d * (new_context - context)
-            queries = queries + d * (new_queries - queries)
-        return read_prediction(queries)
+            context = context + c.dampening * (new_context - context)
+            queries = queries + c.dampening * (new_queries - queries)
+            if c.clip > 0:
+                context, queries = context.clamp(-c.clip, c.clip), queries.clamp(-c.clip, c.clip)
+        return read_prediction(queries).reshape(query_x.shape[0], query_x.shape[1], 1)
 
 
 @dataclass(frozen=True)

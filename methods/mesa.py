@@ -2,10 +2,13 @@
 
 Per head, at every step t: W_t = argmin_W 0.5 sum_{t'<=t} ||v_t' - W k_t'||^2 + ||W||^2/(2 lam),
 i.e. W_t = (sum v k^T) R_t with R_t = (sum k k^T + I/lam)^-1, and the output is P W_t q_t.
-Two forms compute the same causal outputs:
+Three forms compute the same causal outputs:
 
-- ``recurrent``: recursive least squares (Sherman-Morrison updates of R_t from
-  R_0 = lam I), O(d^2) state per head;
+- ``recurrent``: Sherman-Morrison updates of R_t from R_0 = lam I, O(d^2) state per head,
+  one token at a time (``MesaState.step``);
+- ``chunked``: the same state advanced a block of C tokens at a time with the Woodbury
+  identity (``MesaState.block``); every token's output is still exact, the state still
+  O(d^2), and a block costs about a dozen operations instead of about nine per token;
 - ``parallel``: cumulative sums of k k^T and v k^T and one batched solve per step (training).
 """
 
@@ -18,30 +21,55 @@ from torch import Tensor, nn
 
 
 class MesaState:
-    """Recurrent mesa inference, one token at a time: the state is R_t (``[B, d, d]``) and
-    W_t (``[B, e, d]``), whatever the sequence length."""
+    """Recurrent mesa inference: the state is R_t (``[B, d, d]``) and the memory
+    S_t = sum v k^T (``[B, e, d]``), whatever the sequence length; the output is S_t R_t q_t.
+    Advance it one token at a time (``step``) or a block of tokens at a time (``block``)."""
 
     def __init__(self, lam: Tensor, key_dim: int, value_dim: int, like: Tensor):
         batch = lam.shape[0]
         eye = torch.eye(key_dim, dtype=like.dtype, device=like.device)
         self.inverse = lam.view(-1, 1, 1) * eye.expand(batch, key_dim, key_dim)  # R_0 = lam I
-        self.weights = like.new_zeros(batch, value_dim, key_dim)  # W_0 = 0
+        self.memory = like.new_zeros(batch, value_dim, key_dim)  # S_0 = 0
+        self._constants: dict[int, tuple[Tensor, Tensor]] = {}  # per block size: I, causal mask
 
     def step(self, k: Tensor, v: Tensor, q: Tensor) -> Tensor:
-        """``[B, d]`` key and query, ``[B, e]`` value -> ``[B, e]`` output W_t q_t."""
-        # Recursive least squares (Sherman-Morrison on R, O(d^2)): with the gain
-        # g = R_{t-1} k / (1 + k^T R_{t-1} k), W_t = W_{t-1} + (v - W_{t-1} k) g^T and
-        # R_t = R_{t-1} - g (R_{t-1} k)^T; W_t equals (sum v k^T) R_t exactly. Outer
-        # products as broadcast products: on d ~ 10 they beat batched matmuls.
+        """``[B, d]`` key and query, ``[B, e]`` value -> ``[B, e]`` output S_t R_t q_t."""
+        # Sherman-Morrison: R_t = R_{t-1} - (R_{t-1} k)(R_{t-1} k)^T / (1 + k^T R_{t-1} k).
+        # Outer products as broadcast products: on d ~ 10 they beat batched matmuls.
         rk = torch.bmm(self.inverse, k[..., None])[..., 0]
         gain = rk / (1 + (k * rk).sum(dim=1, keepdim=True))
-        error = v - torch.bmm(self.weights, k[..., None])[..., 0]
-        self.weights = torch.addcmul(self.weights, error[:, :, None], gain[:, None, :])
         self.inverse = torch.addcmul(self.inverse, gain[:, :, None], rk[:, None, :], value=-1)
-        return torch.bmm(self.weights, q[..., None])[..., 0]
+        self.memory = torch.addcmul(self.memory, v[:, :, None], k[:, None, :])
+        return torch.bmm(self.memory, torch.bmm(self.inverse, q[..., None]))[..., 0]
+
+    def block(self, k: Tensor, v: Tensor, q: Tensor) -> Tensor:
+        """``[B, C, d]`` keys and queries, ``[B, C, e]`` values -> ``[B, C, e]`` outputs for
+        the C tokens, equal to calling ``step`` on each in turn."""
+        # Woodbury, the block form of Sherman-Morrison: with P = R_0 and the Cholesky factor
+        # L of I + K P K^T, the prefix inverses are R_t = P - sum_{s<=t} p_s p_s^T with p_s
+        # the rows of L^-1 K P (leading blocks of L factor the leading blocks of I + K P K^T).
+        # So a_t = R_t q_t is P q_t minus a causal linear attention over the p_s, and
+        # S_t a_t = S_0 a_t + sum_{s<=t} v_s (k_s . a_t).
+        eye, causal = self._block_constants(k)
+        kp, qp = k @ self.inverse, q @ self.inverse
+        gram = torch.baddbmm(eye, kp, k.mT)
+        factor, _ = torch.linalg.cholesky_ex(gram)  # I + K P K^T is positive definite
+        rows = torch.linalg.solve_triangular(factor, kp, upper=False)  # the p_s
+        a = torch.baddbmm(qp, (q @ rows.mT) * causal, rows, alpha=-1)
+        out = torch.baddbmm(a @ self.memory.mT, (a @ k.mT) * causal, v)
+        self.inverse = torch.baddbmm(self.inverse, rows.mT, rows, alpha=-1)
+        self.memory = torch.baddbmm(self.memory, v.mT, k)
+        return out
+
+    def _block_constants(self, k: Tensor) -> tuple[Tensor, Tensor]:
+        size = k.shape[1]
+        if size not in self._constants:
+            eye = torch.eye(size, dtype=k.dtype, device=k.device)
+            self._constants[size] = eye, torch.ones_like(eye).tril()
+        return self._constants[size]
 
     def nbytes(self) -> int:
-        return sum(t.numel() * t.element_size() for t in (self.inverse, self.weights))
+        return sum(t.numel() * t.element_size() for t in (self.inverse, self.memory))
 
 
 def mesa_recurrent(keys: Tensor, values: Tensor, queries: Tensor, lam: Tensor) -> Tensor:
@@ -49,6 +77,18 @@ def mesa_recurrent(keys: Tensor, values: Tensor, queries: Tensor, lam: Tensor) -
     state = MesaState(lam, keys.shape[-1], values.shape[-1], keys)
     outputs = [state.step(keys[:, t], values[:, t], queries[:, t]) for t in range(keys.shape[1])]
     return torch.stack(outputs, dim=1)
+
+
+def mesa_chunked(
+    keys: Tensor, values: Tensor, queries: Tensor, lam: Tensor, chunk: int = 16
+) -> Tensor:
+    """The recurrent outputs, advancing the state ``chunk`` tokens at a time."""
+    state = MesaState(lam, keys.shape[-1], values.shape[-1], keys)
+    outputs = [
+        state.block(keys[:, t : t + chunk], values[:, t : t + chunk], queries[:, t : t + chunk])
+        for t in range(0, keys.shape[1], chunk)
+    ]
+    return torch.cat(outputs, dim=1)
 
 
 def mesa_parallel(keys: Tensor, values: Tensor, queries: Tensor, lam: Tensor) -> Tensor:
@@ -102,7 +142,7 @@ class MesaLayer(CausalMixer):
         head_dim: int | None = None,
         lam: float = 1.0,
         init_std: float = 0.02,
-        form: Literal["parallel", "recurrent"] = "parallel",
+        form: Literal["parallel", "recurrent", "chunked"] = "parallel",
     ):
         super().__init__(dim, heads, head_dim, init_std)
         self.form = form
@@ -111,6 +151,8 @@ class MesaLayer(CausalMixer):
     def mix(self, keys: Tensor, values: Tensor, queries: Tensor) -> Tensor:
         heads, batch = keys.shape[:2]
         lam = self.log_lam.exp().repeat_interleave(batch)
-        solve = mesa_parallel if self.form == "parallel" else mesa_recurrent
+        solve = {"parallel": mesa_parallel, "recurrent": mesa_recurrent, "chunked": mesa_chunked}[
+            self.form
+        ]
         out = solve(keys.flatten(0, 1), values.flatten(0, 1), queries.flatten(0, 1), lam)
         return out.unflatten(0, (heads, batch))

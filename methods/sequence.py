@@ -19,6 +19,16 @@ from methods.mesa import CausalMixer, MesaLayer
 from methods.registry import register_method
 
 
+class CausalSoftmaxAttention(CausalMixer):
+    """Causal softmax self-attention (scaled dot products), the first layer of hybrid stacks."""
+
+    def mix(self, keys: Tensor, values: Tensor, queries: Tensor) -> Tensor:
+        steps = keys.shape[2]
+        future = torch.ones(steps, steps, dtype=torch.bool, device=keys.device).triu(1)
+        scores = (queries @ keys.transpose(-1, -2)) / keys.shape[-1] ** 0.5
+        return scores.masked_fill(future, float("-inf")).softmax(dim=-1) @ values
+
+
 class CausalLinearAttention(CausalMixer):
     """Causal linear self-attention, out_t = P (sum_{t'<=t} v_t' k_t'^T) q_t: the mesa layer
     without the inverse, i.e. one gradient step instead of the ridge solution."""
@@ -32,6 +42,12 @@ class CausalLinearAttention(CausalMixer):
 class SequenceConfig:
     mixer: Literal["mesa", "linear"] = "mesa"
     layers: int = param(1, min=1)
+    first_layer: Literal["same", "softmax"] = param(
+        "same", help="softmax: a hybrid stack, causal softmax attention then the mixer"
+    )
+    mesa_form: Literal["parallel", "chunked", "recurrent"] = param(
+        "parallel", help="how mesa layers compute (same outputs; chunked uses O(d^2) memory)"
+    )
     heads: int = param(1, min=1)
     lam: float = param(1.0, min=1e-6, help="initial ridge strength of mesa layers")
     init_std: float = param(0.02, min=0.0)
@@ -40,7 +56,8 @@ class SequenceConfig:
 
 
 class SequenceLearner(InContextMethod):
-    """A stack of causal mixers over constructed tokens, with a linear readout."""
+    """A stack of causal mixers over constructed tokens, with a linear readout; with
+    ``first_layer=softmax`` the first is causal softmax attention (a hybrid stack)."""
 
     Config = SequenceConfig
 
@@ -52,13 +69,15 @@ class SequenceLearner(InContextMethod):
     def build_model(self, dim: int) -> nn.Module:
         c = self.config
 
-        def layer() -> CausalMixer:
+        def layer(k: int) -> CausalMixer:
+            if k == 0 and c.first_layer == "softmax":
+                return CausalSoftmaxAttention(2 * dim, c.heads, init_std=c.init_std)
             if c.mixer == "mesa":
-                return MesaLayer(2 * dim, c.heads, lam=c.lam, init_std=c.init_std)
+                return MesaLayer(2 * dim, c.heads, lam=c.lam, init_std=c.init_std, form=c.mesa_form)
             return CausalLinearAttention(2 * dim, c.heads, init_std=c.init_std)
 
         model = nn.Module()
-        model.layers = nn.ModuleList(layer() for _ in range(c.layers))
+        model.layers = nn.ModuleList(layer(k) for k in range(c.layers))
         model.readout = nn.Linear(2 * dim, dim)
         return model
 

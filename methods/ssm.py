@@ -1,6 +1,6 @@
 """Recurrent in-context learners on the natural token sequence x_1, y_1, ..., x_N, y_N, x_q.
 
-- GD-SSM (Sushma et al.): a sliding window of 3 tokens (x_t, y_t, x_t+1), stride 2, a
+- GD-SSM (Sushma et al.), stackable: a sliding window of 3 tokens (x_t, y_t, x_t+1), stride 2, a
   learnable 3x3 local linear attention A_t = sum_ab W_ab w_a w_b^T, a diagonal linear
   recurrence with a matrix state S_t = Lambda * S_t-1 + A_t, and a multiplicative output
   o_t = C S_t^T (sum_a D_a w_a). With W selecting (x_t, y_t), Lambda = 1, D selecting x_t+1
@@ -14,18 +14,24 @@ All read the prediction from the last (query) position as minus its y-slot, like
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 import torch
 from torch import Tensor, nn
 
 from benchmarks.config import param
-from datasets.tokens import interleaved_tokens, read_prediction
-from methods.icl import InContextMethod
+from datasets.tokens import interleaved_tokens, natural_context, query_tokens, read_prediction
+from methods.icl import InContextMethod, feature_map
 from methods.registry import register_method
 
 
 class GDSSMLayer(nn.Module):
-    """One GD-SSM layer; ``forward`` returns the query position's updated token."""
+    """One GD-SSM layer on a task's context x_1, y_1, ..., x_N, y_N and its queries.
+
+    The windows inside the context are shared by every query, and the model is causal, so
+    the context is processed once per task; each query only adds its own last window
+    (x_N, y_N, x_q). ``forward`` updates x_2..x_N (so that layers stack) and the queries.
+    """
 
     def __init__(self, dim: int, init_std: float = 0.02):
         super().__init__()
@@ -34,22 +40,34 @@ class GDSSMLayer(nn.Module):
         self.readout = nn.Parameter(init_std * torch.randn(dim, dim))  # C
         self.select = nn.Parameter(init_std * torch.randn(3))  # D
 
-    def windows(self, tokens: Tensor) -> Tensor:
-        """``[B, 2N + 1, D]`` -> ``[B, N, 3, D]`` windows (x_t, y_t, x_t+1), stride 2."""
-        return tokens.unfold(1, 3, 2).transpose(-1, -2)
+    def read(self, state: Tensor, window: Tensor) -> Tensor:
+        """C S^T (sum_a D_a w_a) for states ``[..., D, D]`` and windows ``[..., 3, D]``."""
+        probe = torch.einsum("a,...ad->...d", self.select, window)
+        return (probe.unsqueeze(-2) @ state).squeeze(-2) @ self.readout.T
 
-    def forward(self, tokens: Tensor) -> Tensor:
-        win = self.windows(tokens)  # [B, N, 3, D]
-        # A_t = sum_ac W_ac w_a w_c^T
-        local = torch.einsum("ac,bnad,bnce->bnde", self.local, win, win)
-        steps = local.shape[1]
-        # Parallel form of S_t = Lambda * S_t-1 + A_t: S_N = sum_t Lambda^(N - t) * A_t.
-        powers = torch.arange(steps - 1, -1, -1, device=tokens.device, dtype=tokens.dtype)
-        decays = self.decay.unsqueeze(0) ** powers.view(-1, 1, 1)  # [N, D, D]
-        state = (decays.unsqueeze(0) * local).sum(dim=1)  # [B, D, D]
-        probe = torch.einsum("a,bad->bd", self.select, win[:, -1])  # sum_a D_a w_a, last window
-        output = torch.einsum("ed,bfd,bf->be", self.readout, state, probe)  # C S^T probe
-        return tokens[:, -1] + output
+    def forward(self, context: Tensor, queries: Tensor) -> tuple[Tensor, Tensor]:
+        """``[T, 2N, D]`` context tokens and ``[T, Q, D]`` query tokens, both updated."""
+        tasks, width = context.shape[0], context.shape[-1]
+        # Windows (x_t, y_t, x_t+1) inside the context, stride 2: [T, N - 1, 3, D].
+        inner = context[:, :-1].unfold(1, 3, 2).transpose(-1, -2)
+        state = context.new_zeros(tasks, width, width)
+        outputs = []
+        for t in range(inner.shape[1]):  # S_t = Lambda * S_t-1 + A_t, A_t = sum W_ac w_a w_c^T
+            win = inner[:, t]
+            local = win.transpose(-1, -2) @ (self.local @ win)  # sum_ac W_ac w_a w_c^T
+            state = self.decay * state + local
+            outputs.append(self.read(state, win))
+        updated = context.clone()
+        if outputs:
+            updated[:, 2::2] = context[:, 2::2] + torch.stack(outputs, dim=1)
+        # Each query's window (x_N, y_N, x_q): A_q^T probe without forming A_q per query.
+        last = context[:, -2:].unsqueeze(1).expand(-1, queries.shape[1], -1, -1)
+        win = torch.cat([last, queries.unsqueeze(2)], dim=2)  # [T, Q, 3, D]
+        probe = torch.einsum("a,tqad->tqd", self.select, win)
+        carried = (probe.unsqueeze(-2) @ (self.decay * state).unsqueeze(1)).squeeze(-2)
+        dots = (win @ probe.unsqueeze(-1)).squeeze(-1)  # w_a . probe
+        mixed = torch.einsum("ac,tqa,tqcd->tqd", self.local, dots, win)
+        return updated, queries + (carried + mixed) @ self.readout.T
 
 
 def gdssm_construction(dim: int, eta: float, context_size: int) -> dict[str, Tensor]:
@@ -74,27 +92,65 @@ class NaturalSequenceMethod(InContextMethod):
 
     def forward(self, support_x, support_y, query_x):
         tokens = interleaved_tokens(support_x, support_y, query_x)
-        out = self.final_token(tokens)  # [T * Q, d + 1]
-        return read_prediction(out).view(query_x.shape[0], query_x.shape[1], 1)
+        out = read_prediction(self.final_token(tokens))  # [T * Q, 1]
+        return out.view(query_x.shape[0], query_x.shape[1], 1)
 
 
 @dataclass(frozen=True)
 class GDSSMConfig:
+    layers: int = param(1, min=1, help="stacked GD-SSM layers")
+    embed: int = param(0, min=0, help="width of a learned MLP feature map phi(x) (0: raw x)")
+    head: Literal["none", "mlp", "gated"] = param(
+        "none", help="a readout on the query token added to its y-slot (nonlinear tasks)"
+    )
+    head_width: int = param(40, min=1)
     init_std: float = param(0.02, min=0.0)
     lr: float = param(2e-4, min=0.0, help="AdamW lr (public code: 2e-4)")
     grad_clip: float = param(1.0, min=0.0)
 
 
-class GDSSM(NaturalSequenceMethod):
-    """One GD-SSM layer (Sushma et al.)."""
+class GatedHead(nn.Module):
+    """(W_a h) * sigmoid(W_b h), then a linear map to one output."""
+
+    def __init__(self, dim: int, width: int):
+        super().__init__()
+        self.value, self.gate, self.out = (
+            nn.Linear(dim, width),
+            nn.Linear(dim, width),
+            nn.Linear(width, 1),
+        )
+
+    def forward(self, h: Tensor) -> Tensor:
+        return self.out(self.value(h) * torch.sigmoid(self.gate(h)))
+
+
+class GDSSM(InContextMethod):
+    """Stacked GD-SSM layers (Sushma et al.), with an optional feature map and head."""
 
     Config = GDSSMConfig
 
     def build_model(self, dim: int) -> nn.Module:
-        return GDSSMLayer(dim + 1, self.config.init_std)
+        c = self.config
+        width = (c.embed or dim) + 1
+        model = nn.Module()
+        model.embed = feature_map(dim, c.embed)
+        model.layers = nn.ModuleList(GDSSMLayer(width, c.init_std) for _ in range(c.layers))
+        model.head = None
+        if c.head == "mlp":
+            model.head = nn.Sequential(
+                nn.Linear(width, c.head_width), nn.ReLU(), nn.Linear(c.head_width, 1)
+            )
+        elif c.head == "gated":
+            model.head = GatedHead(width, c.head_width)
+        return model
 
-    def final_token(self, tokens: Tensor) -> Tensor:
-        return self.model(tokens)
+    def forward(self, support_x, support_y, query_x):
+        x, queries = self.model.embed(support_x), self.model.embed(query_x)
+        context, queries = natural_context(x, support_y), query_tokens(queries)
+        for layer in self.model.layers:
+            context, queries = layer(context, queries)
+        pred = read_prediction(queries)
+        return pred if self.model.head is None else pred + self.model.head(queries)
 
 
 @dataclass(frozen=True)

@@ -147,7 +147,7 @@ def test_alignment_metrics_are_perfect_for_constructed_gd_and_poor_for_ridge():
     eta, _ = source.one_step_gd_optimum()
     with torch.no_grad():
         for name, value in gd_construction(10, eta, 10).items():
-            getattr(lsa.model[0], name).copy_(value)
+            getattr(lsa.layer(0).attention, name).copy_(value)
     aligned = gd_alignment(lsa, source, tasks=4000)
     # The analysis fits eta on its own tasks: close to, not exactly, the closed form.
     assert aligned["final/align/sens_cosine"] > 0.9999
@@ -198,7 +198,7 @@ def test_gdssm_construction_is_one_gd_step():
     method.model.double()
     with torch.no_grad():
         for name, value in gdssm_construction(d, eta, n).items():
-            getattr(method.model, name).copy_(value)
+            getattr(method.model.layers[0], name).copy_(value)
     expected = _weight_space_gd(sx, sy, qx, [eta])
     torch.testing.assert_close(method.forward(sx, sy, qx), expected, atol=1e-5, rtol=0)
 
@@ -229,3 +229,109 @@ def test_context_and_ood_curves_are_logged_beside_gd_and_ridge():
     assert sorted(ood) == [50, 75, 100, 150, 200] and ood[200] > ood[100]
     assert final["final/ood/input_x2_model"] == pytest.approx(ood[200])
     assert "icl_curves.png" in recorder.artifacts
+
+
+def _gdssm_by_the_definition(layers, tokens):
+    """Each interleaved sequence on its own: windows (x_t, y_t, x_t+1) at stride 2, the scan
+    S_t = Lambda * S_t-1 + A_t, and o_t = C S_t^T probe_t added to the window's last token."""
+    for layer in layers:
+        out = tokens.clone()
+        state = torch.zeros(tokens.shape[0], tokens.shape[2], tokens.shape[2], dtype=tokens.dtype)
+        for t in range((tokens.shape[1] - 1) // 2):
+            w = tokens[:, 2 * t : 2 * t + 3]  # [B, 3, D]
+            local = sum(
+                layer.local[a, c] * w[:, a, :, None] * w[:, c, None, :]
+                for a in range(3)
+                for c in range(3)
+            )
+            state = layer.decay * state + local
+            probe = sum(layer.select[a] * w[:, a] for a in range(3))
+            out[:, 2 * t + 2] += (state.transpose(1, 2) @ probe[..., None])[
+                ..., 0
+            ] @ layer.readout.T
+        tokens = out
+    return read_prediction(tokens[:, -1])
+
+
+def test_stacked_gdssm_shares_the_context_across_queries_exactly():
+    from datasets.tokens import interleaved_tokens
+
+    sx, sy, qx, _ = _batch(tasks=3, d=4, n=5, q=3)
+    plan = plan_run(
+        "gdssm",
+        "linreg-icl",
+        overrides={"dim": "4", "shots": "5", "layers": "2", "init_std": "0.3"},
+        device="cpu",
+    )
+    method = build_method(plan)
+    method.model.double()
+    with torch.no_grad():
+        for layer in method.model.layers:
+            layer.decay.copy_(0.5 + torch.rand_like(layer.decay))  # not the identity decay
+    expected = _gdssm_by_the_definition(method.model.layers, interleaved_tokens(sx, sy, qx))
+    with torch.no_grad():
+        torch.testing.assert_close(method.forward(sx, sy, qx), expected.view(3, 3, 1))
+
+
+def test_lsa_options_keep_their_promises():
+    sx, sy, qx, _ = _batch(tasks=4, d=3, n=6, q=2)
+    dims = {"dim": "3", "shots": "6"}
+    # Clipping bounds every token; LayerNorm and MLP blocks still see each query alone.
+    plan = plan_run(
+        "lsa",
+        "linreg-icl",
+        overrides={**dims, "layers": "2", "layernorm": "true", "mlp": "8", "clip": "0.05"},
+        device="cpu",
+    )
+    method = build_method(plan)
+    method.model.double()
+    pred = method.predict(sx, sy, qx)
+    assert pred.abs().max() <= 0.05
+    alone = method.predict(sx, sy, qx[:, :1])
+    torch.testing.assert_close(alone, pred[:, :1])
+    # A feature map: tokens (phi(x), y) of width embed + 1.
+    method = build_method(plan_run("lsa", "sinusoid-icl", device="cpu"))
+    context, queries = method.tokens(sx[..., :1].float(), sy.float(), qx[..., :1].float())
+    assert context.shape == (4, 6, 41) and queries.shape == (4, 2, 41)
+
+
+def test_lsa_reads_interleaved_tokens_with_positions():
+    sx, sy, qx, _ = _batch(tasks=2, d=3, n=4, q=2)
+    plan = plan_run(
+        "lsa", "linreg-icl-interleaved", overrides={"dim": "3", "shots": "4"}, device="cpu"
+    )
+    method = build_method(plan)
+    assert method.config.first_layer == "softmax" and method.config.layers == 2
+    context, queries = method.tokens(sx.float(), sy.float(), qx.float())
+    assert context.shape == (4, 8, 3 + 9 + 1) and queries.shape == (4, 1, 13)
+    torch.testing.assert_close(context[1, 2, :3], sx[0, 1].float())  # sequence of task 0
+    assert context[1, 3, -1] == sy[0, 1, 0].float() and queries[1, 0, -2] == 1.0
+    # A shorter context (the context-size analysis) keeps the query at the last position.
+    context, queries = method.tokens(sx[:, :2].float(), sy[:, :2].float(), qx.float())
+    assert context.shape == (4, 4, 13) and queries[0, 0, -2] == 1.0
+    assert method.predict(sx[:, :2].float(), sy[:, :2].float(), qx.float()).shape == (2, 2, 1)
+
+
+@pytest.mark.parametrize(
+    "method,spec,iterations",
+    [
+        ("lsa", "linreg-icl-interleaved", 800),
+        ("lsa", "sinusoid-icl", 200),
+        ("gdssm", "sinusoid-icl", 200),
+    ],
+)
+def test_in_context_benchmark_variants_learn(method, spec, iterations):
+    plan = plan_run(
+        method,
+        spec,
+        overrides={
+            "iterations": str(iterations),
+            "val_every": "100",
+            "test_tasks": "400",
+            "lr": "3e-3",
+        },
+        device="cpu",
+    )
+    final = execute(plan, MemoryRecorder())
+    # Zero predictor: 0.5 * d * E[x^2] = 5/3 (linreg, U(-1, 1)); E[A^2]/2 ~ 4.3 (sinusoids).
+    assert final["final/test_loss"] < (1.2 if spec.startswith("linreg") else 2.0)

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 
-from methods.mesa import MesaLayer, MesaState, mesa_parallel, mesa_recurrent
+from methods.mesa import MesaLayer, MesaState, mesa_chunked, mesa_parallel, mesa_recurrent
 
 
 def _ridge_at_every_step(keys, values, queries, lam):
@@ -19,7 +20,7 @@ def _ridge_at_every_step(keys, values, queries, lam):
     return torch.stack(outs, dim=1)
 
 
-def test_both_forms_equal_the_ridge_solution_at_every_step():
+def test_every_form_equals_the_ridge_solution_at_every_step():
     torch.manual_seed(0)
     keys, values, queries = (torch.randn(3, 12, 4, dtype=torch.float64) for _ in range(3))
     values = values[..., :3]
@@ -27,6 +28,35 @@ def test_both_forms_equal_the_ridge_solution_at_every_step():
     expected = _ridge_at_every_step(keys, values, queries, lam)
     torch.testing.assert_close(mesa_parallel(keys, values, queries, lam), expected)
     torch.testing.assert_close(mesa_recurrent(keys, values, queries, lam), expected)
+    for chunk in (1, 5, 12, 40):  # blocks that divide T, that do not, and one past T
+        torch.testing.assert_close(mesa_chunked(keys, values, queries, lam, chunk), expected)
+
+
+def test_blocks_and_single_steps_can_be_mixed_on_one_state():
+    torch.manual_seed(3)
+    lam = torch.full((2,), 2.0, dtype=torch.float64)
+    keys, values, queries = (torch.randn(2, 20, 5, dtype=torch.float64) for _ in range(3))
+    expected = mesa_parallel(keys, values, queries, lam)
+    state = MesaState(lam, 5, 5, keys)
+    outs = [state.block(keys[:, :7], values[:, :7], queries[:, :7])]
+    outs += [state.step(keys[:, t], values[:, t], queries[:, t])[:, None] for t in range(7, 9)]
+    outs.append(state.block(keys[:, 9:], values[:, 9:], queries[:, 9:]))
+    torch.testing.assert_close(torch.cat(outs, dim=1), expected)
+
+
+@pytest.mark.parametrize("form", ["parallel", "chunked"])
+def test_training_forms_give_the_same_gradients(form):
+    torch.manual_seed(4)
+    layer = MesaLayer(6, heads=2, init_std=0.3).double()
+    tokens = torch.randn(2, 9, 6, dtype=torch.float64)
+    grads = {}
+    for name in ("recurrent", form):
+        layer.form = name
+        layer.zero_grad()
+        layer(tokens).pow(2).sum().backward()
+        grads[name] = [p.grad.clone() for p in layer.parameters()]
+    for ours, reference in zip(grads[form], grads["recurrent"], strict=True):
+        torch.testing.assert_close(ours, reference)
 
 
 def test_layer_forms_agree_and_are_causal():
@@ -34,8 +64,9 @@ def test_layer_forms_agree_and_are_causal():
     layer = MesaLayer(6, heads=2, init_std=0.3).double()
     tokens = torch.randn(2, 9, 6, dtype=torch.float64)
     parallel = layer(tokens)
-    layer.form = "recurrent"
-    torch.testing.assert_close(layer(tokens), parallel)
+    for form in ("recurrent", "chunked"):
+        layer.form = form
+        torch.testing.assert_close(layer(tokens), parallel)
     changed = tokens.clone()
     changed[:, 5:] += 1.0  # the future must not change the past
     torch.testing.assert_close(layer(changed)[:, :5], parallel[:, :5])

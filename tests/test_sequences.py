@@ -49,3 +49,27 @@ def test_mesa_learns_in_context_and_logs_the_loss_by_position():
     assert len(curve) == 19
     assert final["final/loss_t19"] == pytest.approx(curve[-1])
     assert final["final/test_loss"] < 5.0  # the zero predictor's loss is 0.5 * D = 5
+
+
+def test_hybrid_stack_starts_with_causal_softmax_attention():
+    from benchmarks.runner import build_method
+    from methods.mesa import MesaLayer
+    from methods.sequence import CausalSoftmaxAttention
+
+    plan = plan_run(
+        "mesa",
+        "lindyn",
+        overrides={"layers": "2", "first_layer": "softmax", "length": "12", "mesa_form": "chunked"},
+        device="cpu",
+    )
+    method = build_method(plan)
+    first, second = method.model.layers
+    assert isinstance(first, CausalSoftmaxAttention) and isinstance(second, MesaLayer)
+    assert second.form == "chunked"
+    torch.manual_seed(0)
+    tokens = torch.randn(3, 12, 20)
+    changed = tokens.clone()
+    changed[:, 7:] += 1.0  # the future must not change the past, through both layers
+    out = method.model.layers[1](first(tokens))
+    torch.testing.assert_close(second(first(changed))[:, :7], out[:, :7])
+    assert not torch.allclose(first(changed)[:, 7:], first(tokens)[:, 7:])
