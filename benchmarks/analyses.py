@@ -162,3 +162,83 @@ def context_and_ood_curves(
     recorder.log_figure(icl_curves_figure(curves), "icl_curves.png")
     doubled = dict(curves["ood_input"])[2.0]
     return {"final/ood/input_x2_model": doubled[0], "final/ood/input_x2_gd": doubled[1]}
+
+
+REPEATS = tuple(range(1, 9))
+DAMPENINGS = (1.0, 0.5)
+INTERPOLATION = tuple(i / 10 for i in range(11))
+
+
+def weight_analyses_apply(method: object, source: TaskSource) -> bool:
+    """A trained 1-layer LSA on constructed linear-regression tokens (von Oswald et al.)."""
+    from methods.icl import LSATransformer
+
+    if not (isinstance(method, LSATransformer) and applies(method, source)):
+        return False
+    c = method.config
+    return c.layers == 1 and c.first_layer == "same" and not c.embed and not method.interleaved
+
+
+def lsa_weight_analyses(method, source: TaskSource, recorder, tasks: int = 2000, seed: int = 0):
+    """The trained layer repeated K times with a dampening factor beside K GD steps at the
+    dampened fitted rate; heatmaps of W_K^T W_Q and P W_V; and, for one plain linear head,
+    the loss along the straight path from the trained products to the Prop. 1 products
+    (rescaled to the trained W_K^T W_Q's scale, which leaves their function unchanged)."""
+    from benchmarks.plots import lsa_weights_figure
+    from datasets.tokens import context_tokens, query_tokens, read_prediction
+    from methods.attention import attention_products, gd_construction, update_from_products
+
+    eta = fitted_gd_rate(source, method.device, seed=seed)
+    batch = source.sample(tasks, seeded_generator(ANALYSIS, seed, 2, device=method.device))
+    sx, sy, qx, qy = batch
+
+    def loss(pred: Tensor) -> float:
+        return (0.5 * (pred - qy).pow(2).mean()).item()
+
+    final: dict[str, float] = {}
+    block = method.layer(0)
+    curves: dict[str, list[tuple[float, float]]] = {}
+    with torch.no_grad():
+        for damp in DAMPENINGS:
+            model_curve, gd_curve = [], []
+            for k in REPEATS:
+                model = loss(method.run_layers([block] * k, sx, sy, qx, damp))
+                gd = loss(gd_token_predict(sx, sy, qx, [damp * eta] * k))
+                model_curve.append((k, model))
+                gd_curve.append((k, gd))
+                recorder.log_metrics(
+                    {f"analysis/repeat_d{damp}_model": model, f"analysis/repeat_d{damp}_gd": gd},
+                    step=k,
+                )
+            curves[f"repeated layer, damp {damp}"] = model_curve
+            curves[f"GD, damp {damp}"] = gd_curve
+            final[f"final/repeat/d{damp}_k{REPEATS[-1]}_model"] = model_curve[-1][1]
+            final[f"final/repeat/d{damp}_k{REPEATS[-1]}_gd"] = gd_curve[-1][1]
+
+        key_query, proj_value = attention_products(block.attention)
+        c = method.config
+        interpolation: list[tuple[float, float]] = []
+        if c.heads == 1 and not c.softmax and not c.layernorm and not c.mlp:
+            dim, n = sx.shape[-1], sx.shape[1]
+            built = gd_construction(dim, eta, n)
+            kq_gd = built["key"].mT @ built["query"]
+            pv_gd = built["projection"] @ built["value"]
+            scale = key_query[0, :dim, :dim].diagonal().mean()
+            kq_gd, pv_gd = kq_gd.to(key_query) * scale, pv_gd.to(proj_value) / scale
+            context, queries = context_tokens(sx, sy), query_tokens(qx)
+            for alpha in INTERPOLATION:
+                kq = (1 - alpha) * key_query + alpha * kq_gd
+                pv = (1 - alpha) * proj_value + alpha * pv_gd
+                moved = queries + update_from_products(kq, pv, context, queries)
+                value = loss(read_prediction(moved))
+                interpolation.append((alpha, value))
+                recorder.log_metrics({"analysis/interpolation_loss": value}, step=round(alpha * 10))
+            ends = max(interpolation[0][1], interpolation[-1][1])
+            final["final/interp/trained_loss"] = interpolation[0][1]
+            final["final/interp/constructed_loss"] = interpolation[-1][1]
+            final["final/interp/max_excess"] = max(v for _, v in interpolation) - ends
+    recorder.log_figure(
+        lsa_weights_figure(key_query.cpu(), proj_value.cpu(), curves, interpolation),
+        "lsa_weights.png",
+    )
+    return final

@@ -167,3 +167,35 @@ def online_accuracy_table(correct_by_step, source_of_step, switched, detected) -
     ):
         lines.append(f"{step},{value:.4f},{SOURCES[source]},{int(switch)},{int(found)}")
     return "\n".join(lines) + "\n"
+
+
+def lsa_weights_figure(key_query, proj_value, repeat_curves, interpolation) -> Figure:
+    """Heatmaps of W_K^T W_Q and P W_V per head; loss of the repeated layer vs GD; loss along
+    the path from the trained to the constructed weights."""
+    heads = key_query.shape[0]
+    fig, axes = plt.subplots(1, 2 * heads + 2, figsize=(4 * (2 * heads + 2), 3.6))
+    for h in range(heads):
+        for ax, matrix, title in (
+            (axes[2 * h], key_query[h], "W_K^T W_Q"),
+            (axes[2 * h + 1], proj_value[h], "P W_V"),
+        ):
+            limit = float(matrix.abs().max()) or 1.0
+            image = ax.imshow(matrix.numpy(), cmap="RdBu", vmin=-limit, vmax=limit)
+            ax.set_title(f"{title} (head {h})")
+            fig.colorbar(image, ax=ax, fraction=0.046)
+    ax = axes[-2]
+    for label, points in repeat_curves.items():
+        style = "--" if label.startswith("GD") else "-"
+        ax.plot([k for k, _ in points], [v for _, v in points], style, marker="o", label=label)
+    ax.set_xlabel("repetitions K")
+    ax.set_ylabel("loss")
+    ax.set_yscale("log")
+    ax.legend(fontsize="small")
+    ax.set_title("trained layer repeated vs GD")
+    ax = axes[-1]
+    if interpolation:
+        ax.plot([a for a, _ in interpolation], [v for _, v in interpolation], marker="o")
+    ax.set_xlabel("alpha (0: trained, 1: constructed)")
+    ax.set_title("interpolation to the GD weights")
+    fig.tight_layout()
+    return fig

@@ -41,6 +41,18 @@ class LinearSelfAttention(nn.Module):
         return torch.einsum("hde,thme->tmd", self.projection, mixed)
 
 
+def attention_products(layer: LinearSelfAttention) -> tuple[Tensor, Tensor]:
+    """Per head, the two products a linear layer's function depends on: W_K^T W_Q and
+    P W_V (``[H, D, D]`` each); the update of token j is P W_V sum_i e_i e_i^T W_K^T W_Q e_j."""
+    return layer.key.mT @ layer.query, layer.projection @ layer.value
+
+
+def update_from_products(key_query: Tensor, proj_value: Tensor, context: Tensor, queries: Tensor):
+    """The linear layer's residual update of the queries from its products (one head each)."""
+    gram = context.mT @ context  # sum_i e_i e_i^T: [T, D, D]
+    return torch.einsum("hde,tef,hfg,tqg->tqd", proj_value, gram, key_query, queries)
+
+
 class LSABlock(nn.Module):
     """An attention layer with the usual transformer options: pre-LayerNorm on what the
     attention reads, and a residual MLP after it. With both off it is the bare layer, so

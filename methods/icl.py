@@ -163,14 +163,19 @@ class LSATransformer(InContextMethod):
         return tokens[:, :-1], tokens[:, -1:]  # the y-slot stays last
 
     def forward(self, support_x, support_y, query_x):
+        layers = [self.layer(k) for k in range(self.config.layers)]
+        return self.run_layers(layers, support_x, support_y, query_x, self.config.dampening)
+
+    def run_layers(self, layers, support_x, support_y, query_x, dampening: float) -> Tensor:
+        """Predictions after ``layers`` in turn, each update scaled by ``dampening``."""
         context, queries = self.tokens(support_x, support_y, query_x)
-        c = self.config
-        for k in range(c.layers):
-            new_context, new_queries = self.layer(k)(context, queries)
-            context = context + c.dampening * (new_context - context)
-            queries = queries + c.dampening * (new_queries - queries)
-            if c.clip > 0:
-                context, queries = context.clamp(-c.clip, c.clip), queries.clamp(-c.clip, c.clip)
+        clip = self.config.clip
+        for layer in layers:
+            new_context, new_queries = layer(context, queries)
+            context = context + dampening * (new_context - context)
+            queries = queries + dampening * (new_queries - queries)
+            if clip > 0:
+                context, queries = context.clamp(-clip, clip), queries.clamp(-clip, clip)
         return read_prediction(queries).reshape(query_x.shape[0], query_x.shape[1], 1)
 
 

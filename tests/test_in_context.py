@@ -335,3 +335,50 @@ def test_in_context_benchmark_variants_learn(method, spec, iterations):
     final = execute(plan, MemoryRecorder())
     # Zero predictor: 0.5 * d * E[x^2] = 5/3 (linreg, U(-1, 1)); E[A^2]/2 ~ 4.3 (sinusoids).
     assert final["final/test_loss"] < (1.2 if spec.startswith("linreg") else 2.0)
+
+
+def test_weight_analyses_of_the_constructed_layer_equal_gd():
+    """Prop. 1 weights: the layer repeated K times with dampening is K GD steps at the
+    dampened rate, and the path to the (rescaled) constructed products is flat."""
+    from benchmarks.analyses import DAMPENINGS, REPEATS, fitted_gd_rate, lsa_weight_analyses
+
+    source = LinRegConfig(input_range=0.5).build()
+    lsa = build_method(
+        plan_run("lsa", "linreg-icl", overrides={"input_range": "0.5"}, device="cpu")
+    )
+    eta = fitted_gd_rate(source, lsa.device)
+    # Key x 3 and projection / 3: the same function with differently scaled products.
+    scales = {"key": 3.0, "projection": 1 / 3}
+    with torch.no_grad():
+        for name, value in gd_construction(10, eta, 10).items():
+            getattr(lsa.layer(0).attention, name).copy_(scales.get(name, 1.0) * value)
+    recorder = MemoryRecorder()
+    final = lsa_weight_analyses(lsa, source, recorder, tasks=500)
+    for damp in DAMPENINGS:
+        model = dict(recorder.metrics[f"analysis/repeat_d{damp}_model"])
+        gd = dict(recorder.metrics[f"analysis/repeat_d{damp}_gd"])
+        assert sorted(model) == list(REPEATS)
+        for k in REPEATS:
+            assert model[k] == pytest.approx(gd[k], rel=1e-4)
+    assert gd[REPEATS[-1]] < gd[1]  # more (dampened) steps help
+    path = [v for _, v in recorder.metrics["analysis/interpolation_loss"]]
+    assert len(path) == 11 and max(path) - min(path) < 1e-5  # the rescaling undoes the 3
+    assert final["final/interp/trained_loss"] == pytest.approx(path[0])
+    assert final["final/interp/max_excess"] < 1e-5
+    assert "lsa_weights.png" in recorder.artifacts
+
+
+def test_interpolation_starts_at_the_trained_model():
+    from benchmarks.analyses import ANALYSIS, lsa_weight_analyses
+
+    source = LinRegConfig(input_range=0.5).build()
+    plan = plan_run(
+        "lsa", "linreg-icl", overrides={"input_range": "0.5", "init_std": "0.3"}, device="cpu"
+    )
+    lsa = build_method(plan)
+    final = lsa_weight_analyses(lsa, source, MemoryRecorder(), tasks=300)
+    batch = source.sample(300, seeded_generator(ANALYSIS, 0, 2))
+    pred = lsa.predict(batch.support_x, batch.support_y, batch.query_x)
+    expected = (0.5 * (pred - batch.query_y).pow(2).mean()).item()
+    assert final["final/interp/trained_loss"] == pytest.approx(expected, rel=1e-5)
+    assert final["final/interp/constructed_loss"] != pytest.approx(expected, rel=1e-2)

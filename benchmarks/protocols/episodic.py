@@ -203,6 +203,10 @@ class EpisodicProtocol(Protocol):
             final.update(
                 analyses.context_and_ood_curves(method, self.source, self.recorder, seed=seed)
             )
+        if analyses.weight_analyses_apply(method, self.source):
+            final.update(
+                analyses.lsa_weight_analyses(method, self.source, self.recorder, seed=seed)
+            )
         if self.source.problem.causal:
             curve = analyses.loss_by_position(method, self.source, seed=seed)
             for t, value in enumerate(curve.tolist(), start=1):
