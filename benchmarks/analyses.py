@@ -4,8 +4,9 @@ Loss by position (causal sequence tasks): the in-context learning curve, mean lo
 step t over held-out sequences.
 
 Loss vs context size and out-of-distribution curves (linear regression): the model beside
-GD (rate fitted at the training distribution) and ridge on the same tasks, with the context
-truncated to n points, or with inputs / teachers scaled by alpha.
+GD (rate fitted at the training distribution), GD++ (as many steps as the model has layers,
+fitted there too) and ridge on the same tasks, with the context truncated to n points, or
+with inputs / teachers scaled by alpha.
 
 Alignment with one step of GD (von Oswald et al. 2023): over held-out linear-regression
 tasks, mean |y_model - y_GD|, mean ||s_model - s_GD|| and mean cosine(s_model, s_GD), where
@@ -111,35 +112,59 @@ def fitted_gd_rate(source: TaskSource, device, tasks: int = 10_000, seed: int = 
     return (num / den).item() * fit.support_x.shape[1]
 
 
-def _losses(method, batch, eta: float, n: int) -> tuple[float, float, float]:
-    """Half-MSE of the model, one GD step and ridge with the first n context points."""
+def fitted_gdpp(source: TaskSource, steps: int, device, seed: int = 0, iterations: int = 300):
+    """K-step GD++ with its per-step rates and x-transforms fitted (Adam) on fresh tasks."""
+    from methods.icl import GDConfig, GDPlusPlusReference
+
+    reference = GDPlusPlusReference(GDConfig(steps=steps), source.problem, device)
+    for i in range(iterations):
+        reference.meta_train_step(
+            source.sample(256, seeded_generator(FIT, seed, 1, i, device=device))
+        )
+    return reference
+
+
+def _losses(method, batch, eta: float, n: int, gdpp) -> tuple[float, ...]:
+    """Half-MSE of the model, one GD step, ridge and fitted GD++ with the first n points."""
     sx, sy, qx, qy = batch.support_x[:, :n], batch.support_y[:, :n], batch.query_x, batch.query_y
 
     def loss(pred: Tensor) -> float:
         return (0.5 * (pred - qy).pow(2).mean()).item()
 
     # GD's rate is eta/N per point at the fitted N: keep the per-point step for smaller n.
-    gd = gd_token_predict(sx, sy, qx, [eta * n / batch.support_x.shape[1]])
-    return loss(method.predict(sx, sy, qx)), loss(gd), loss(ridge_predict(sx, sy, qx, 1e-3))
+    scale = n / batch.support_x.shape[1]
+    gd = gd_token_predict(sx, sy, qx, [eta * scale])
+    with torch.no_grad():
+        pp = gdpp.model
+        gdpp_pred = gd_token_predict(sx, sy, qx, pp.etas * scale, pp.gammas)
+    return (
+        loss(method.predict(sx, sy, qx)),
+        loss(gd),
+        loss(ridge_predict(sx, sy, qx, 1e-3)),
+        loss(gdpp_pred),
+    )
 
 
 def context_and_ood_curves(
     method, source: TaskSource, recorder, tasks: int = 2000, seed: int = 0
 ) -> dict[str, float]:
-    """Log loss-vs-context and OOD curves (model, GD, ridge) and return summary metrics."""
+    """Log loss-vs-context and OOD curves (model, GD, ridge, and GD++ with as many steps as
+    the model has layers) and return summary metrics."""
     eta = fitted_gd_rate(source, method.device, seed=seed)
+    gdpp = fitted_gdpp(source, getattr(method.config, "layers", 1), method.device, seed)
     gen = seeded_generator(ANALYSIS, seed, 1, device=method.device)
     batch = source.sample(tasks, gen)
     full = batch.support_x.shape[1]
     curves: dict[str, list[tuple[float, tuple[float, float, float]]]] = {"context": []}
     for n in range(1, full + 1):
-        values = _losses(method, batch, eta, n)
+        values = _losses(method, batch, eta, n, gdpp)
         curves["context"].append((n, values))
         recorder.log_metrics(
             {
                 "analysis/context_model": values[0],
                 "analysis/context_gd": values[1],
                 "analysis/context_ridge": values[2],
+                "analysis/context_gdpp": values[3],
             },
             step=n,
         )
@@ -151,10 +176,14 @@ def context_and_ood_curves(
         curves[name] = []
         for alpha in scales:
             shifted = dataclasses.replace(config, **{field: getattr(config, field) * alpha})
-            values = _losses(method, shifted.build().sample(tasks, gen), eta, full)
+            values = _losses(method, shifted.build().sample(tasks, gen), eta, full, gdpp)
             curves[name].append((alpha, values))
             recorder.log_metrics(
-                {f"analysis/{name}_model": values[0], f"analysis/{name}_gd": values[1]},
+                {
+                    f"analysis/{name}_model": values[0],
+                    f"analysis/{name}_gd": values[1],
+                    f"analysis/{name}_gdpp": values[3],
+                },
                 step=int(alpha * 100),
             )
     from benchmarks.plots import icl_curves_figure

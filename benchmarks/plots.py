@@ -78,7 +78,7 @@ def sparsity_over_tasks_table(history: list[tuple[int, dict[str, float]]]) -> st
 
 
 def icl_curves_figure(curves) -> Figure:
-    """Loss vs context size, and vs input / teacher scale, for the model, GD and ridge."""
+    """Loss vs context size, and vs input / teacher scale, for the model, GD, GD++, ridge."""
     fig, axes = plt.subplots(1, 3, figsize=(12, 3.6))
     titles = {
         "context": "context points",
@@ -87,7 +87,7 @@ def icl_curves_figure(curves) -> Figure:
     }
     for ax, (name, points) in zip(axes, curves.items(), strict=True):
         xs = [x for x, _ in points]
-        for i, label in enumerate(("model", "GD (1 step)", "ridge")):
+        for i, label in enumerate(("model", "GD (1 step)", "ridge", "GD++ (K steps)")):
             if name != "context" and i == 2:
                 continue
             ax.plot(xs, [v[i] for _, v in points], marker="o", label=label)

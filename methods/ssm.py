@@ -49,10 +49,11 @@ class GDSSMLayer(nn.Module):
         """``[T, 2N, D]`` context tokens and ``[T, Q, D]`` query tokens, both updated."""
         tasks, width = context.shape[0], context.shape[-1]
         # Windows (x_t, y_t, x_t+1) inside the context, stride 2: [T, N - 1, 3, D].
-        inner = context[:, :-1].unfold(1, 3, 2).transpose(-1, -2)
+        windows = context.shape[1] // 2 - 1  # none for a single context point
+        inner = context[:, :-1].unfold(1, 3, 2).transpose(-1, -2) if windows else None
         state = context.new_zeros(tasks, width, width)
         outputs = []
-        for t in range(inner.shape[1]):  # S_t = Lambda * S_t-1 + A_t, A_t = sum W_ac w_a w_c^T
+        for t in range(windows):  # S_t = Lambda * S_t-1 + A_t, A_t = sum W_ac w_a w_c^T
             win = inner[:, t]
             local = win.transpose(-1, -2) @ (self.local @ win)  # sum_ac W_ac w_a w_c^T
             state = self.decay * state + local

@@ -224,6 +224,10 @@ def test_context_and_ood_curves_are_logged_beside_gd_and_ridge():
     # The gd method is one GD step; its rate was fitted on other tasks than the analysis'.
     assert model[10] == pytest.approx(gd[10], rel=1e-3)
     assert ridge[10] < 0.01 < ridge[1]  # N = d: ridge solves it; one point does not
+    # One step of GD++ is one GD step (its x-transform acts after the step): a fitted rate
+    # close to the closed form's.
+    gdpp = dict(recorder.metrics["analysis/context_gdpp"])
+    assert gdpp[10] == pytest.approx(gd[10], rel=0.02)
     assert model[1] > model[10]
     ood = dict(recorder.metrics["analysis/ood_input_model"])
     assert sorted(ood) == [50, 75, 100, 150, 200] and ood[200] > ood[100]
