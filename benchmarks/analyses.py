@@ -60,9 +60,7 @@ def gd_alignment(
     seed: int = 0,
     chunk: int = 2000,
 ) -> dict[str, float]:
-    fit = source.sample(tasks, seeded_generator(FIT, seed, device=method.device))
-    num, den = optimal_one_step_rate(*fit)
-    eta = (num / den).item() * fit.support_x.shape[1]
+    eta = fitted_gd_rate(source, method.device, tasks=tasks, seed=seed)
 
     def gd(sx, sy, qx):
         return gd_token_predict(sx, sy, qx, [eta])
@@ -155,7 +153,7 @@ def context_and_ood_curves(
     gen = seeded_generator(ANALYSIS, seed, 1, device=method.device)
     batch = source.sample(tasks, gen)
     full = batch.support_x.shape[1]
-    curves: dict[str, list[tuple[float, tuple[float, float, float]]]] = {"context": []}
+    curves: dict[str, list[tuple[float, tuple[float, ...]]]] = {"context": []}
     for n in range(1, full + 1):
         values = _losses(method, batch, eta, n, gdpp)
         curves["context"].append((n, values))

@@ -102,6 +102,9 @@ def mesa_parallel(keys: Tensor, values: Tensor, queries: Tensor, lam: Tensor) ->
     return (memory @ solved)[..., 0]
 
 
+MESA_FORMS = {"parallel": mesa_parallel, "recurrent": mesa_recurrent, "chunked": mesa_chunked}
+
+
 class CausalMixer(nn.Module):
     """Per-head key, query and value projections, a causal mix, and a residual projection P.
 
@@ -151,8 +154,7 @@ class MesaLayer(CausalMixer):
     def mix(self, keys: Tensor, values: Tensor, queries: Tensor) -> Tensor:
         heads, batch = keys.shape[:2]
         lam = self.log_lam.exp().repeat_interleave(batch)
-        solve = {"parallel": mesa_parallel, "recurrent": mesa_recurrent, "chunked": mesa_chunked}[
-            self.form
-        ]
-        out = solve(keys.flatten(0, 1), values.flatten(0, 1), queries.flatten(0, 1), lam)
+        out = MESA_FORMS[self.form](
+            keys.flatten(0, 1), values.flatten(0, 1), queries.flatten(0, 1), lam
+        )
         return out.unflatten(0, (heads, batch))
