@@ -14,6 +14,7 @@ from mlflow.tracking import MlflowClient
 from benchmarks.cli import main
 from benchmarks.config import ConfigError
 from benchmarks.sweep import SWEEP_TAG, parse_seeds, spec_from_args, spec_from_file
+from benchmarks.tracking import open_store
 from tests.helpers import ROOT, free_port, python_env
 
 FAST = ["--set", "iterations=20", "--set", "val_every=10", "--set", "val_tasks=20",
@@ -21,7 +22,9 @@ FAST = ["--set", "iterations=20", "--set", "val_every=10", "--set", "val_tasks=2
 
 
 def _runs(store, benchmark="sinusoid-5shot"):
-    client = MlflowClient(store)
+    # open_store takes the store's creation lock: this poller may be the first opener
+    # while a sweep subprocess builds the same fresh schema.
+    client = open_store(store)
     experiment = client.get_experiment_by_name(benchmark)
     return [] if experiment is None else client.search_runs([experiment.experiment_id])
 
