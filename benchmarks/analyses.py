@@ -133,8 +133,8 @@ def _losses(method, batch, eta: float, n: int, gdpp) -> tuple[float, ...]:
     scale = n / batch.support_x.shape[1]
     gd = gd_token_predict(sx, sy, qx, [eta * scale])
     with torch.no_grad():
-        pp = gdpp.model
-        gdpp_pred = gd_token_predict(sx, sy, qx, pp.etas * scale, pp.gammas)
+        etas, gammas = gdpp.step_parameters()
+        gdpp_pred = gd_token_predict(sx, sy, qx, etas * scale, gammas)
     return (
         loss(method.predict(sx, sy, qx)),
         loss(gd),

@@ -183,18 +183,24 @@ class LSATransformer(InContextMethod):
 class GDConfig:
     steps: int = param(1, min=1, help="GD steps (K)")
     lr: float = param(1e-2, min=0.0, help="Adam lr of the per-step rates (K > 1 or GD++)")
+    tied: bool = param(
+        False,
+        help="one rate (and GD++ transform) shared by all K steps: the like-for-like "
+        "reference for a tied (recurrent) LSA stack",
+    )
 
 
 class GDReference(InContextMethod):
     """K steps of GD from w = 0 with per-step rates fitted on training tasks: the closed-form
-    empirical optimum for one step, Adam on the per-step rates otherwise."""
+    empirical optimum for one step, Adam on the per-step rates otherwise (one rate for all
+    steps with ``tied``)."""
 
     Config = GDConfig
     preconditioned = False
 
     def build_model(self, dim: int) -> nn.Module:
         model = nn.Module()
-        k = self.config.steps
+        k = 1 if self.config.tied else self.config.steps
         model.etas = nn.Parameter(torch.full((k,), float("nan")))
         model.gammas = nn.Parameter(torch.zeros(k), requires_grad=self.preconditioned)
         # Running sums of the one-step closed form (numerator, denominator).
@@ -207,9 +213,14 @@ class GDReference(InContextMethod):
     def closed_form(self) -> bool:
         return self.config.steps == 1 and not self.preconditioned
 
+    def step_parameters(self) -> tuple[Tensor, Tensor | None]:
+        """The K per-step rates and (GD++ only) x-transforms; tied steps repeat one."""
+        k = self.config.steps
+        gammas = self.model.gammas.expand(k) if self.preconditioned else None
+        return self.model.etas.expand(k), gammas
+
     def forward(self, support_x, support_y, query_x):
-        gammas = self.model.gammas if self.preconditioned else None
-        return gd_token_predict(support_x, support_y, query_x, self.model.etas, gammas)
+        return gd_token_predict(support_x, support_y, query_x, *self.step_parameters())
 
     def meta_train_step(self, batch: TaskBatch) -> dict[str, float]:
         # One step: the closed form over every batch so far. K > 1 or GD++: the first batch

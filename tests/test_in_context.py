@@ -131,6 +131,31 @@ def test_more_gd_steps_and_gdpp_improve_on_one_step():
     assert plus < three
 
 
+def test_tied_gdpp_shares_one_rate_and_transform_across_steps():
+    tied = build_method(
+        plan_run("gdpp", "linreg-icl", overrides={"steps": "3", "tied": "true"}, device="cpu")
+    )
+    untied = build_method(plan_run("gdpp", "linreg-icl", overrides={"steps": "3"}, device="cpu"))
+    assert tied.model.etas.shape == tied.model.gammas.shape == (1,)
+    assert untied.model.etas.shape == (3,)
+    with torch.no_grad():
+        tied.model.etas.fill_(4.0)
+        tied.model.gammas.fill_(0.05)
+        untied.model.etas.fill_(4.0)
+        untied.model.gammas.fill_(0.05)
+    batch = type(_batch())(*(t.float() for t in _batch(d=10, n=10, r=0.5)))
+    inputs = (batch.support_x, batch.support_y, batch.query_x)
+    expected = gd_token_predict(*inputs, [4.0] * 3, [0.05] * 3)
+    with torch.no_grad():
+        torch.testing.assert_close(tied.forward(*inputs), expected)
+        torch.testing.assert_close(untied.forward(*inputs), expected)
+    # Fitting moves the one shared rate; every step keeps using it.
+    tied.meta_train_step(batch)
+    etas, gammas = tied.step_parameters()
+    assert etas.shape == gammas.shape == (3,)
+    assert torch.all(etas == etas[0]) and etas[0] != 4.0
+
+
 def test_in_context_methods_refuse_image_benchmarks():
     from benchmarks.config import ConfigError
 
