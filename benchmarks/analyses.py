@@ -110,11 +110,20 @@ def fitted_gd_rate(source: TaskSource, device, tasks: int = 10_000, seed: int = 
     return (num / den).item() * fit.support_x.shape[1]
 
 
-def fitted_gdpp(source: TaskSource, steps: int, device, seed: int = 0, iterations: int = 300):
-    """K-step GD++ with its per-step rates and x-transforms fitted (Adam) on fresh tasks."""
+def fitted_gdpp(
+    source: TaskSource,
+    steps: int,
+    device,
+    seed: int = 0,
+    iterations: int = 300,
+    tied: bool = False,
+):
+    """K-step GD++ with its per-step (or, ``tied``, shared) rates and x-transforms fitted
+    (Adam) on fresh tasks. A short fit: a guide for the curves, not a converged reference
+    (run the `gdpp` method for that)."""
     from methods.icl import GDConfig, GDPlusPlusReference
 
-    reference = GDPlusPlusReference(GDConfig(steps=steps), source.problem, device)
+    reference = GDPlusPlusReference(GDConfig(steps=steps, tied=tied), source.problem, device)
     for i in range(iterations):
         reference.meta_train_step(
             source.sample(256, seeded_generator(FIT, seed, 1, i, device=device))
@@ -149,7 +158,13 @@ def context_and_ood_curves(
     """Log loss-vs-context and OOD curves (model, GD, ridge, and GD++ with as many steps as
     the model has layers) and return summary metrics."""
     eta = fitted_gd_rate(source, method.device, seed=seed)
-    gdpp = fitted_gdpp(source, getattr(method.config, "layers", 1), method.device, seed)
+    gdpp = fitted_gdpp(
+        source,
+        getattr(method.config, "layers", 1),
+        method.device,
+        seed,
+        tied=getattr(method.config, "tied", False),
+    )
     gen = seeded_generator(ANALYSIS, seed, 1, device=method.device)
     batch = source.sample(tasks, gen)
     full = batch.support_x.shape[1]
