@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 
 from datasets.fewshot import FewShotConfig
-from datasets.tasks import TaskBatch, seeded_generator
+from datasets.tasks import seeded_generator
 from methods.inner_loop import InnerLoop
 from methods.modulation import FixedRate
 from methods.networks import Conv4
@@ -89,11 +89,8 @@ def main() -> None:
         os.environ["MESABENCH_DATA"] = args.data_root
     source = FewShotConfig(dataset="omniglot", ways=5, shots=1, queries=15).build()
     batches = [
-        TaskBatch(
-            *(
-                t.to(device, torch.get_default_dtype()) if t.is_floating_point() else t.to(device)
-                for t in source.sample(args.meta_batch, seeded_generator(1, i), "train")
-            )
+        source.sample(args.meta_batch, seeded_generator(1, i), "train").to(
+            device, torch.get_default_dtype()
         )
         for i in range(args.iterations + 1)
     ]

@@ -29,8 +29,16 @@ class TaskBatch:
     def num_tasks(self) -> int:
         return self.support_x.shape[0]
 
-    def to(self, device: torch.device | str) -> TaskBatch:
-        return TaskBatch(*(t.to(device) for t in self))
+    def to(self, device: torch.device | str, dtype: torch.dtype | None = None) -> TaskBatch:
+        """The batch on ``device``; with ``dtype``, its floating-point tensors cast too (class
+        indices keep their integer type)."""
+
+        def moved(t: Tensor) -> Tensor:
+            if dtype is not None and t.is_floating_point():
+                return t.to(device, dtype)
+            return t.to(device)
+
+        return TaskBatch(*(moved(t) for t in self))
 
     def __iter__(self):
         return iter((self.support_x, self.support_y, self.query_x, self.query_y))

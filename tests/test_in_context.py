@@ -15,13 +15,13 @@ from methods.reference_algorithms import gd_token_predict, ridge_predict
 from tests.helpers import LINREG_EVAL
 
 
-def _batch(tasks=64, d=5, n=7, q=3, r=1.0):
+def _batch(tasks=64, d=5, n=7, q=3, r=1.0, dtype=torch.float64):
     batch = (
         LinRegConfig(dim=d, shots=n, queries=q, input_range=r)
         .build()
         .sample(tasks, seeded_generator(9))
     )
-    return type(batch)(*(t.double() for t in batch))
+    return batch.to("cpu", dtype)
 
 
 def _weight_space_gd(sx, sy, qx, etas):
@@ -143,7 +143,7 @@ def test_tied_gdpp_shares_one_rate_and_transform_across_steps():
         tied.model.gammas.fill_(0.05)
         untied.model.etas.fill_(4.0)
         untied.model.gammas.fill_(0.05)
-    batch = type(_batch())(*(t.float() for t in _batch(d=10, n=10, r=0.5)))
+    batch = _batch(d=10, n=10, r=0.5, dtype=torch.float32)
     inputs = (batch.support_x, batch.support_y, batch.query_x)
     expected = gd_token_predict(*inputs, [4.0] * 3, [0.05] * 3)
     with torch.no_grad():
