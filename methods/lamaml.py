@@ -38,7 +38,13 @@ class LaMAMLConfig:
     rate_init: float = param(0.15, help="initial alpha of every weight (relu_rates)")
     fixed_rate: float = param(0.15, min=0.0, help="alpha0, the masked rate (binary_mask)")
     mask_init: float = param(0.01, help="initial m of every weight (binary_mask; >= 0: on)")
-    modulation_lr: float = param(0.3, min=0.0, help="SGD rate of alpha (or of the masks m)")
+    mask_init_mode: Literal["constant", "centred"] = param(
+        "constant", help="every m = mask_init, or uniform in (-mask_init, mask_init) (half off)"
+    )
+    modulation_lr: float = param(0.3, min=0.0, help="rate of the optimiser of alpha (or of m)")
+    modulation_optimizer: Literal["sgd", "adam"] = param(
+        "sgd", help="optimiser of alpha / m (La-MAML: SGD; sparse-MAML's masks: Adam)"
+    )
     learn_modulation: bool = param(True, help="update alpha / m (False: fixed rates)")
     grad_clip: float = param(2.0, min=0.0, help="norm clip of the weight and alpha gradients")
 
@@ -68,16 +74,15 @@ class LookAheadMetaLearner(StreamLearner):
                 shapes,
                 gate="binary",
                 scale=config.fixed_rate,
-                init="constant",
+                init=config.mask_init_mode,
                 init_value=config.mask_init,
             )
         self.modulation.to(device)
         self.inner = InnerLoop(
             self.network, self.modulation, problem.loss, list(self.params), first_order=True
         )
-        self.modulation_optimizer = torch.optim.SGD(
-            self.modulation.parameters(), lr=config.modulation_lr
-        )
+        optimizer = torch.optim.Adam if config.modulation_optimizer == "adam" else torch.optim.SGD
+        self.modulation_optimizer = optimizer(self.modulation.parameters(), lr=config.modulation_lr)
         self.replay = ReservoirBuffer(config.buffer_size, problem.input_shape, device, own_seed())
         self.generator = torch.Generator().manual_seed(own_seed())
 

@@ -216,6 +216,25 @@ def test_sparse_lamaml_learns_its_masks_straight_through():
     assert not torch.equal(learner.modulation.raw("0.weight").detach(), m_before)
 
 
+def test_sparse_lamaml_mask_options_centred_init_and_adam():
+    torch.manual_seed(3)
+    learner = _tiny_lamaml(
+        modulation="binary_mask", mask_init=0.5, mask_init_mode="centred",
+        modulation_optimizer="adam", modulation_lr=0.01, grad_clip=0.0,
+    )  # fmt: skip
+    m = torch.cat([learner.modulation.raw(n).detach().flatten() for n in learner.params])
+    assert (m.abs() < 0.5).all() and 0.2 < (m < 0).float().mean() < 0.8  # about half off
+    assert isinstance(learner.modulation_optimizer, torch.optim.Adam)
+    m_before = learner.modulation.raw("2.weight").detach().clone()
+    learner.observe(torch.randn(4, 4), torch.randint(0, 3, (4,)))
+    moved = (learner.modulation.raw("2.weight").detach() - m_before).abs()
+    # Adam's first step moves every entry with a gradient by about its rate, whatever the
+    # gradient's size (SGD would move it in proportion to the gradient).
+    # (A tiny gradient moves a little less: Adam's epsilon.)
+    assert moved.max() <= 0.01 * (1 + 1e-5)
+    assert (moved > 0.0099).float().mean() > 0.5
+
+
 # -- the protocol -----------------------------------------------------------------------
 class _Oracle:
     """A fake learner that is right on tasks it has trained on: R[t, j] = 1[j <= t]."""
