@@ -241,7 +241,12 @@ def cell_env(threads: int, remote: bool = False) -> dict[str, str]:
     if remote:
         env = {k: v for k, v in env.items() if k in PASSED_ENV}
     env["MLFLOW_DISABLE_TELEMETRY"] = "true"
-    env["OMP_NUM_THREADS"] = str(threads)  # workers share the cores instead of fighting
+    # Workers share the cores instead of fighting; a user's own OMP_NUM_THREADS caps it
+    # (e.g. a one-worker sweep beside other jobs, where all cores would oversubscribe).
+    own = os.environ.get("OMP_NUM_THREADS", "")
+    if own.isdigit() and int(own) > 0:
+        threads = min(threads, int(own))
+    env["OMP_NUM_THREADS"] = str(threads)
     env["COLUMNS"] = "250"  # a failure's one-line reason stays one line in the summary
     return env
 

@@ -13,7 +13,7 @@ from mlflow.tracking import MlflowClient
 
 from benchmarks.cli import main
 from benchmarks.config import ConfigError
-from benchmarks.sweep import SWEEP_TAG, parse_seeds, spec_from_args, spec_from_file
+from benchmarks.sweep import SWEEP_TAG, cell_env, parse_seeds, spec_from_args, spec_from_file
 from benchmarks.tracking import open_store
 from tests.helpers import ROOT, free_port, python_env
 
@@ -65,6 +65,16 @@ def test_seeds_cells_and_sweep_files(tmp_path):
     bad.write_text("benchmark: sinusoid-5shot\nmethods: [maml]\nseeds: 0\nworkers: 3\n")
     with pytest.raises(ConfigError, match="unknown keys"):
         spec_from_file(bad)
+
+
+def test_cell_threads_share_the_cores_and_respect_the_users_cap(monkeypatch):
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    assert cell_env(8)["OMP_NUM_THREADS"] == "8"
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    assert cell_env(8)["OMP_NUM_THREADS"] == "2"  # the user's setting caps it ...
+    assert cell_env(1)["OMP_NUM_THREADS"] == "1"  # ... but never raises it
+    monkeypatch.setenv("OMP_NUM_THREADS", "lots")
+    assert cell_env(4)["OMP_NUM_THREADS"] == "4"  # not a count: ignored
 
 
 def test_a_bad_cell_stops_the_sweep_before_anything_runs(store, capsys):
