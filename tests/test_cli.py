@@ -186,6 +186,9 @@ def test_interrupted_run_is_killed_and_resumes_to_identical_numbers(store, tmp_p
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
+        # A test session started as a background job inherits SIGINT ignored (POSIX), and
+        # Python keeps an ignored SIGINT ignored: give the run the default back.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     artifacts = _db(store).parent / "artifacts" / "sinusoid-5shot"
     deadline = time.monotonic() + 120
