@@ -241,10 +241,11 @@ def cell_env(threads: int, remote: bool = False) -> dict[str, str]:
     if remote:
         env = {k: v for k, v in env.items() if k in PASSED_ENV}
     env["MLFLOW_DISABLE_TELEMETRY"] = "true"
-    # Workers share the cores instead of fighting; a user's own OMP_NUM_THREADS caps it
-    # (e.g. a one-worker sweep beside other jobs, where all cores would oversubscribe).
+    # Workers share the cores instead of fighting; on this machine a user's own
+    # OMP_NUM_THREADS caps it (a one-worker sweep beside other jobs would oversubscribe).
+    # A cluster node's cell keeps the cpus it was given: our setting says nothing of it.
     own = os.environ.get("OMP_NUM_THREADS", "")
-    if own.isdigit() and int(own) > 0:
+    if not remote and own.isdigit() and int(own) > 0:
         threads = min(threads, int(own))
     env["OMP_NUM_THREADS"] = str(threads)
     env["COLUMNS"] = "250"  # a failure's one-line reason stays one line in the summary

@@ -75,6 +75,8 @@ def test_cell_threads_share_the_cores_and_respect_the_users_cap(monkeypatch):
     assert cell_env(1)["OMP_NUM_THREADS"] == "1"  # ... but never raises it
     monkeypatch.setenv("OMP_NUM_THREADS", "lots")
     assert cell_env(4)["OMP_NUM_THREADS"] == "4"  # not a count: ignored
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    assert cell_env(4, remote=True)["OMP_NUM_THREADS"] == "4"  # a node's cpus, not ours
 
 
 def test_a_bad_cell_stops_the_sweep_before_anything_runs(store, capsys):
