@@ -2,7 +2,8 @@
 compare).
 
 Exit codes: 0 done; 1 the run failed (recorded as FAILED); 2 bad input (nothing written);
-130 interrupted (recorded as KILLED).
+3 not run: with --exclusive, the cell is finished or running elsewhere; 130 interrupted
+(Ctrl-C, SIGTERM, SIGHUP or a closed output pipe; recorded as KILLED, resumable).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from benchmarks.config import ConfigError, parse_pairs
 from datasets.data_root import DATA_ENV
 from methods.registry import RegistryError
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_KILLED = 0, 1, 2, 130
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_ELSEWHERE, EXIT_KILLED = 0, 1, 2, 3, 130
 
 log = logging.getLogger("mesabench")
 
@@ -61,6 +62,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--data-root", default=None, help="folder with real datasets (else $MESABENCH_DATA)"
     )
     run.add_argument("--parent", default=None, metavar="RUN_ID", help="a sweep's parent run")
+    run.add_argument(
+        "--exclusive",
+        action="store_true",
+        help="claim the cell (config, seed) first: run only if it is not finished or running "
+        "elsewhere (exit 3 then); sweeps run every cell this way",
+    )
 
     lst = sub.add_parser("list", help="list methods or benchmarks")
     lst.add_argument("what", choices=["methods", "benchmarks"])
@@ -166,8 +173,7 @@ def _final_table(final: dict[str, float]) -> Table:
 
 
 def cmd_run(args, console: Console) -> int:
-    from benchmarks.progress import TrainingProgress
-    from benchmarks.runner import DEFAULT_BENCHMARK, execute, plan_from_dict, plan_run
+    from benchmarks.runner import DEFAULT_BENCHMARK, plan_from_dict, plan_run
     from benchmarks.tracking import MlflowTracker
     from methods.registry import METHODS
 
@@ -176,6 +182,7 @@ def cmd_run(args, console: Console) -> int:
         # The loaders resolve data through datasets.data_root, which reads this first.
         os.environ[DATA_ENV] = args.data_root
     _report_plugin_errors(console)
+    claim = None
     if args.resume is None:
         if not args.method:
             raise UsageError("run needs --method (or --resume RUN_ID)")
@@ -190,7 +197,18 @@ def cmd_run(args, console: Console) -> int:
         )
         prepare_data(plan)
         tracker = MlflowTracker(args.tracking_uri)
-        run_id = tracker.start(plan, METHODS.get(plan.method_name).source, args.parent)
+        if args.exclusive:
+            claim = _claim_cell(tracker, plan)
+            if claim is None:
+                return EXIT_ELSEWHERE
+        try:
+            run_id = tracker.start(plan, METHODS.get(plan.method_name).source, args.parent)
+        except BaseException:
+            if claim is not None:
+                claim.release()
+            raise
+        if claim is not None:
+            claim.hold(run_id)
         checkpoint = None
     else:
         if args.method or args.benchmark or overrides:
@@ -198,28 +216,72 @@ def cmd_run(args, console: Console) -> int:
         tracker = MlflowTracker(args.tracking_uri)
         try:
             body = tracker.reopen(args.resume)
-        except Exception as err:  # unknown run id, missing config artifact
+        except Exception as err:  # unknown or FINISHED run id, missing config artifact
             raise UsageError(f"cannot resume run {args.resume!r}: {err}") from None
         plan = plan_from_dict(body)
-        prepare_data(plan)
         run_id = args.resume
+        try:
+            prepare_data(plan)
+        except UsageError as err:
+            tracker.finish("KILLED", error=f"resume refused: {err}")
+            raise
         checkpoint = tracker.load_checkpoint()
-        start = 0 if checkpoint is None else checkpoint["iteration"]
-        console.print(f"resuming run {run_id} from iteration {start}")
+    try:
+        return _train(plan, tracker, run_id, checkpoint, console)
+    finally:
+        if claim is not None:
+            claim.release()
 
-    console.print(
-        f"[bold]{plan.method_name}[/] on [bold]{plan.benchmark}[/] seed {plan.seed} "
-        f"({plan.device}); MLflow run {run_id}"
-    )
+
+def _claim_cell(tracker, plan):
+    """Claim ``plan``'s cell; None (with one line said) when it is done or held elsewhere."""
+    from benchmarks import claims
+    from benchmarks.sweep import finished_run_of
+
+    benchmark, config_hash = plan.benchmark, plan.config_hash()
+    got = claims.acquire(tracker.client, benchmark, config_hash, plan.seed)
+    if isinstance(got, claims.Holder):
+        log.info("not run: %s seed %d is %s", plan.method_name, plan.seed, got.describe())
+        return None
+    # Claimed; a run that finished just before our claim must not be repeated.
+    done = finished_run_of(tracker, plan.method_name, benchmark, config_hash, plan.seed)
+    if done is not None:
+        got.release()
+        log.info("not run: %s seed %d already FINISHED as run %s", plan.method_name, plan.seed,
+                 done)  # fmt: skip
+        return None
+    return got
+
+
+def _train(plan, tracker, run_id: str, checkpoint, console: Console) -> int:
+    """Train a started (or reopened) run and close it FINISHED, FAILED or KILLED.
+
+    Every way out is accounted for: an exception is FAILED with its reason; Ctrl-C,
+    SIGTERM, SIGHUP and a closed output pipe (which rich turns into SystemExit) are
+    KILLED and resumable.
+    """
+    from benchmarks.progress import TrainingProgress
+    from benchmarks.runner import execute
+
     completed = 0 if checkpoint is None else checkpoint["iteration"]
     try:
+        if checkpoint is not None:
+            console.print(f"resuming run {run_id} from iteration {completed}")
+        console.print(
+            f"[bold]{plan.method_name}[/] on [bold]{plan.benchmark}[/] seed {plan.seed} "
+            f"({plan.device}); MLflow run {run_id}"
+        )
         with TrainingProgress(
             plan.protocol.total_steps(plan.task), completed, f"{plan.method_name}", console
         ) as progress:
             final = execute(plan, tracker, progress=progress, checkpoint=checkpoint)
-    except KeyboardInterrupt:
-        tracker.finish("KILLED", error="interrupted")
-        console.print(f"interrupted: run {run_id} marked KILLED; resume with --resume {run_id}")
+        tracker.finish("FINISHED")
+    except (KeyboardInterrupt, SystemExit, BrokenPipeError) as err:
+        why = "interrupted" if isinstance(err, KeyboardInterrupt) else "output pipe closed"
+        tracker.finish("KILLED", error=why)
+        sys.stderr.write(
+            f"{why}: run {run_id} marked KILLED; resume with --resume {run_id}\n"
+        )
         return EXIT_KILLED
     except Exception as err:
         reason = f"{type(err).__name__}: {err}"
@@ -227,11 +289,13 @@ def cmd_run(args, console: Console) -> int:
             tracker.log_text(traceback.format_exc(), "error.txt")
         finally:
             tracker.finish("FAILED", error=reason)
-        console.print(f"[red]run failed[/]: {reason} (run {run_id} marked FAILED)")
+        sys.stderr.write(f"run failed: {reason} (run {run_id} marked FAILED)\n")
         return EXIT_FAILED
-    tracker.finish("FINISHED")
-    console.print(_final_table(final))
-    console.print(f"MLflow run id: [bold]{run_id}[/] (store: {tracker.uri})")
+    try:
+        console.print(_final_table(final))
+        console.print(f"MLflow run id: [bold]{run_id}[/] (store: {tracker.uri})")
+    except (SystemExit, BrokenPipeError):
+        pass  # the run is recorded FINISHED; only the summary could not be shown
     return EXIT_OK
 
 
@@ -288,7 +352,7 @@ COMMANDS = {
     "list": cmd_list,
     "show": cmd_show,
     "sweep": cmd_sweep,
-    **{name: _results_command(name) for name in ("leaderboard", "report", "ui", "compare")},
+    **{name: _results_command(name) for name in ("leaderboard", "report", "ui", "compare", "runs")},
 }
 
 
@@ -300,11 +364,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     console = Console(stderr=False)
     # Plain one-line records on stderr: readable in a terminal, a CI log and a grep.
     logging.basicConfig(level=logging.INFO, format="%(levelname)s: %(message)s")
-    # A polite kill (SIGTERM) is an interruption too: the run is marked KILLED, not lost.
+    # A polite kill (SIGTERM) and a closed terminal (SIGHUP) are interruptions too: the run
+    # is marked KILLED, not lost.
     signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
+    if hasattr(signal, "SIGHUP"):
+        signal.signal(signal.SIGHUP, _raise_keyboard_interrupt)
     try:
         args = build_parser().parse_args(argv)
         return COMMANDS[args.command](args, console)
+    # ConfigError covers bad settings, an unreachable store and an impossible leaderboard.
     except (UsageError, ConfigError, RegistryError, ResultsUsageError) as err:
         message = err.args[0] if isinstance(err, RegistryError) and err.args else str(err)
         sys.stderr.write(f"error: {message}\n")

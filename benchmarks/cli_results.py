@@ -1,7 +1,8 @@
-"""The commands that read results back: leaderboard, report, ui and compare.
+"""The commands that read results back: leaderboard, report, ui, compare and runs.
 
-They never write to the store; they share the filters of :class:`~benchmarks.leaderboard.
-RunFilter` and the formats of :mod:`benchmarks.leaderboard_formats`.
+They never write to the store, except ``runs --mark-failed``, which closes lost runs; they
+share the filters of :class:`~benchmarks.leaderboard.RunFilter` and the formats of
+:mod:`benchmarks.leaderboard_formats`.
 """
 
 from __future__ import annotations
@@ -46,6 +47,12 @@ def add_commands(sub) -> None:
         help="also show final metrics starting with PREFIX (e.g. final/sparsity/)",
     )
     board.add_argument("--no-references", action="store_true", help="hide published rows")
+    board.add_argument(
+        "--baseline",
+        default=None,
+        metavar="METHOD",
+        help="add each row's difference to METHOD's best row, paired over shared seeds",
+    )
 
     report = sub.add_parser("report", help="write a static HTML report (tables and figures)")
     _selection(report)
@@ -60,6 +67,17 @@ def add_commands(sub) -> None:
     compare.add_argument("run_b")
     compare.add_argument("--tracking-uri", default=None)
     compare.add_argument("--all", action="store_true", help="show equal settings too")
+
+    runs = sub.add_parser("runs", help="list unfinished runs; find and close lost (stale) ones")
+    which = runs.add_mutually_exclusive_group()
+    which.add_argument("--benchmark", default=None, help="one benchmark (default: all)")
+    runs.add_argument("--tracking-uri", default=None)
+    runs.add_argument("--stale", action="store_true", help="only runs without a heartbeat")
+    runs.add_argument(
+        "--mark-failed",
+        action="store_true",
+        help="close the stale runs as FAILED ('lost: no heartbeat since T')",
+    )
 
 
 def _selection(parser) -> None:
@@ -116,6 +134,7 @@ def cmd_leaderboard(args, console: Console) -> int:
         group_by=group_by,
         extra_prefixes=tuple(args.columns),
         references=not args.no_references,
+        baseline=args.baseline,
     )
     if args.format == "table" and args.output is None:
         for board in boards:
@@ -183,6 +202,8 @@ def cmd_compare(args, console: Console) -> int:
         except Exception:
             raise ResultsUsageError(f"no run {run_id!r} in {tracker.uri}") from None
     a, b = runs
+    for run in runs:
+        console.print(f"{run.info.run_id}: {_status_text(run)}")
     console.print(_difference_table("settings", a.data.params, b.data.params, args.all, a, b))
     metrics_a = {k: v for k, v in a.data.metrics.items() if k.startswith("final/")}
     metrics_b = {k: v for k, v in b.data.metrics.items() if k.startswith("final/")}
@@ -205,3 +226,56 @@ def _difference_table(title, left: dict, right: dict, show_equal: bool, a, b) ->
         else:
             table.add_row(key, str(x), str(y), "" if x == y else "differs")
     return table
+
+
+def _status_text(run) -> str:
+    """A run's status, with ``stale`` for a RUNNING run whose heartbeat stopped."""
+    from benchmarks.lifecycle import is_stale, lost_reason
+
+    tags = dict(run.data.tags)
+    if is_stale(run.info.status, tags, run.info.start_time):
+        return f"RUNNING, stale ({lost_reason(tags, run.info.start_time)})"
+    error = tags.get("error")
+    return run.info.status + (f" ({error.splitlines()[0][:120]})" if error else "")
+
+
+def cmd_runs(args, console: Console) -> int:
+    import time
+
+    from benchmarks.leaderboard import benchmarks_in_store
+    from benchmarks.lifecycle import is_stale, last_heartbeat, lost_reason, mark_lost
+    from benchmarks.tracking import MlflowTracker
+
+    if args.mark_failed and not args.stale:
+        raise ResultsUsageError("--mark-failed needs --stale (it closes only lost runs)")
+    tracker = MlflowTracker(args.tracking_uri)
+    names = [args.benchmark] if args.benchmark else benchmarks_in_store(tracker.client)
+    table = Table(title="stale runs" if args.stale else "unfinished runs")
+    for column in ("benchmark", "run", "name", "status", "last heartbeat"):
+        table.add_column(column)
+    found = closed = 0
+    now = time.time()
+    for name in names:
+        experiment = tracker.experiment_id(name, create=False)
+        if experiment is None:
+            continue
+        for run in tracker.client.search_runs(
+            [experiment], filter_string="attributes.status = 'RUNNING'", max_results=5000
+        ):
+            tags = dict(run.data.tags)
+            stale = is_stale("RUNNING", tags, run.info.start_time, now)
+            if args.stale and not stale:
+                continue
+            found += 1
+            beat = last_heartbeat(tags)
+            age = "never" if beat is None else f"{now - beat:.0f} s ago"
+            status = "stale" if stale else "running"
+            if stale and args.mark_failed:
+                mark_lost(tracker.client, run.info.run_id, lost_reason(tags, run.info.start_time))
+                status, closed = "marked FAILED", closed + 1
+            table.add_row(name, run.info.run_id, run.info.run_name or "", status, age)
+    console.print(table)
+    what = "stale" if args.stale else "unfinished"
+    tail = f"; {closed} marked FAILED" if args.mark_failed else ""
+    console.print(f"{found} {what} run(s){tail}")
+    return 0

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 import types
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
@@ -82,9 +83,12 @@ def parse_value(tp: Any, text: str, field: str) -> Any:
             raise ConfigError(f"{field} must be an integer (got {text!r})") from None
     if tp is float:
         try:
-            return float(text)
+            value = float(text)
         except ValueError:
             raise ConfigError(f"{field} must be a number (got {text!r})") from None
+        if not math.isfinite(value):
+            raise ConfigError(f"{field} must be a finite number (got {text!r})")
+        return value
     if tp is str:
         return text
     raise ConfigError(f"{field} cannot be set from the command line")
@@ -135,6 +139,8 @@ def validate(config: Any, prefix: str = "") -> None:
             raise ConfigError(f"{name} must be {_type_name(tp)} (got {value!r})")
         lo, hi = f.metadata.get("min"), f.metadata.get("max")
         for number in _numbers(value):
+            if not math.isfinite(number):
+                raise ConfigError(f"{name} must be a finite number (got {value!r})")
             if lo is not None and number < lo:
                 raise ConfigError(f"{name} must be >= {lo} (got {value!r})")
             if hi is not None and number > hi:

@@ -1,15 +1,19 @@
-"""Leaderboards read back from MLflow: final metrics per configuration, mean +- std over seeds.
+"""Leaderboards read back from MLflow: final metrics per configuration, statistics over seeds.
 
 Runs that differ only by seed (same ``mesabench.config_hash``) form one row unless
-``group_by`` says otherwise. Only FINISHED runs are ranked; failed, killed and still-running
-ones are counted. Published reference rows sit beside ours, marked, outside our statistics.
+``group_by`` says otherwise; a row that pools different settings says which. Each
+(configuration, seed) counts once: of repeated FINISHED runs the latest is kept and the
+others are counted as dropped. Only FINISHED runs are ranked; failed, killed, running and
+stale ones (RUNNING without a heartbeat) are counted. A row whose ranked metric diverged is
+listed with its diverged fraction, never ranked. Reference rows sit beside ours only when
+their declared settings match; otherwise they are listed apart with what differs. The
+ranking direction comes from :mod:`benchmarks.metric_catalog`, never from a metric's name.
 The tracker is the only writer of results; this module only reads them.
 """
 
 from __future__ import annotations
 
 import logging
-import math
 import sqlite3
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -17,8 +21,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import benchmarks
-from benchmarks.metrics import mean_std
+from benchmarks import metric_catalog
+from benchmarks.config import ConfigError
+from benchmarks.lifecycle import is_stale
 from benchmarks.references import ReferenceRow, references_for
+from benchmarks.statistics import PairedTest, SeedStats, paired_t_test, seed_stats
 
 log = logging.getLogger("mesabench")
 
@@ -38,10 +45,8 @@ GROUP_KEYS = ("method", "config_hash", "version")
 _NOT_CONFIG = {"seed", "device", "method_name", "benchmark"}
 
 
-def higher_is_better(metric: str) -> bool:
-    """Accuracy-like metrics go up; losses, errors and times go down."""
-    lowered = metric.lower()
-    return not any(word in lowered for word in ("loss", "error", "time", "diverged"))
+class LeaderboardError(ConfigError):
+    """A leaderboard that cannot be built as asked (e.g. ranking by an undeclared metric)."""
 
 
 @dataclass(frozen=True)
@@ -59,6 +64,7 @@ class RunRecord:
     params: dict[str, str]
     tags: dict[str, str]
     metrics: dict[str, float]
+    stale: bool = False
 
     def group_value(self, key: str) -> str:
         if key == "method":
@@ -94,6 +100,12 @@ class LeaderboardRow:
     method: str
     runs: list[RunRecord] = field(default_factory=list)
     reference: ReferenceRow | None = None
+    #: For a reference whose settings differ from ours: key -> (ours, theirs).
+    settings_differ: dict[str, tuple[str, str]] = field(default_factory=dict)
+    #: Settings whose values differ between the runs this row pools: key -> values.
+    pooled: dict[str, list[str]] = field(default_factory=dict)
+    #: The paired comparison with the baseline row (``--baseline``), if asked for.
+    versus_baseline: PairedTest | None = None
 
     @property
     def seeds(self) -> list[int]:
@@ -103,20 +115,44 @@ class LeaderboardRow:
     def is_reference(self) -> bool:
         return self.reference is not None
 
+    def by_seed(self, metric: str) -> dict[int, float]:
+        """The metric keyed by seed, for pairing. A row of one configuration has one run
+        per seed; a row that pools configurations is paired on each seed's mean."""
+        grouped: dict[int, list[float]] = {}
+        for run in self.runs:
+            if metric in run.metrics:
+                grouped.setdefault(run.seed, []).append(run.metrics[metric])
+        return {seed: sum(v) / len(v) for seed, v in grouped.items()}
+
     def values(self, metric: str) -> list[float]:
+        """One value per run of the row, in seed order (or the reference's number)."""
         if self.reference is not None:
             value = self.reference.metrics.get(metric)
             return [] if value is None else [value]
-        return [r.metrics[metric] for r in self.runs if metric in r.metrics]
+        runs = sorted(self.runs, key=lambda r: (r.seed, r.start_time))
+        return [r.metrics[metric] for r in runs if metric in r.metrics]
 
-    def stat(self, metric: str) -> tuple[float, float]:
-        """Mean and standard deviation over seeds (NaN when absent)."""
-        return mean_std(self.values(metric))
+    def stats(self, metric: str) -> SeedStats:
+        """n, mean, std (ddof 1) and the Student-t 95% CI of the mean, over seeds."""
+        return seed_stats(self.values(metric))
 
-    def ci95(self, metric: str) -> float | None:
-        """Mean of the runs' own 95% CI half-widths, where the protocol defines one."""
+    def episode_ci95(self, metric: str) -> float | None:
+        """Mean of the runs' own 95% CI half-widths over their test episodes, where kept.
+
+        Not a statement about seeds: it measures how well each run's test tasks pin down
+        that run's number.
+        """
         values = self.values(f"{metric}_ci95")
         return sum(values) / len(values) if values else None
+
+    def diverged_fraction(self, metric: str) -> float | None:
+        """Largest fraction of diverged test tasks over the runs (None when not logged)."""
+        values = self.values(f"{metric}_diverged_fraction")
+        return max(values) if values else None
+
+    def diverged(self, metric: str) -> bool:
+        values = self.values(metric)
+        return bool(values) and self.stats(metric).mean is None
 
     def versions(self) -> set[str]:
         return {r.version for r in self.runs}
@@ -128,14 +164,27 @@ class Leaderboard:
     metric: str
     higher: bool
     columns: list[str]
-    rows: list[LeaderboardRow]  # ranked ours and references, interleaved by the metric
+    rows: list[LeaderboardRow]  # ranked: ours and matching references, by the metric
     excluded: dict[str, int]
     config_keys: list[str]
     version: str = benchmarks.__version__
+    #: Our rows not ranked: the ranked metric diverged or is missing.
+    unranked: list[LeaderboardRow] = field(default_factory=list)
+    #: References whose declared settings differ from our rows'.
+    apart: list[LeaderboardRow] = field(default_factory=list)
+    #: Repeated FINISHED runs of one (configuration, seed) left out (the latest one counts).
+    duplicates_dropped: int = 0
+    baseline: LeaderboardRow | None = None
+    #: The ranked metric in words, with its direction.
+    metric_words: str = ""
 
     @property
     def ours(self) -> list[LeaderboardRow]:
-        return [r for r in self.rows if not r.is_reference]
+        return [r for r in self.rows if not r.is_reference] + self.unranked
+
+    def all_rows(self) -> list[LeaderboardRow]:
+        """Ranked rows, then unranked ones, then references listed apart."""
+        return [*self.rows, *self.unranked, *self.apart]
 
     def flagged(self, row: LeaderboardRow) -> bool:
         """Whether the row holds runs made by another suite version."""
@@ -143,11 +192,22 @@ class Leaderboard:
 
     def config_label(self, row: LeaderboardRow) -> str:
         if row.is_reference:
-            return f"published ({row.reference.source})"
+            kind = row.reference.kind
+            return f"{kind} ({row.reference.source})"
         if not self.config_keys:
-            return row.runs[0].config_hash
-        first = row.runs[0].params
-        return ", ".join(f"{k.split('.', 1)[-1]}={first.get(k, '-')}" for k in self.config_keys)
+            label = row.runs[0].config_hash
+        else:
+            first = row.runs[0].params
+            label = ", ".join(f"{_short_key(k)}={first.get(k, '-')}" for k in self.config_keys
+                              if k not in row.pooled)  # fmt: skip
+        if row.pooled:
+            pooled = "; ".join(f"{_short_key(k)}={'/'.join(v)}" for k, v in row.pooled.items())
+            label = f"{label}; pooled {pooled}" if label else f"pooled {pooled}"
+        return label
+
+
+def _short_key(key: str) -> str:
+    return key.split(".", 1)[-1]
 
 
 # -- reading ------------------------------------------------------------------------------
@@ -171,6 +231,7 @@ def _record(
         params=params,
         tags=tags,
         metrics={k: float(v) for k, v in metrics.items() if k.startswith("final/")},
+        stale=is_stale(status, tags, start_ms),
     )
 
 
@@ -237,9 +298,11 @@ def _read_sqlite(db: Path, experiment_id: str) -> list[RunRecord]:
 
 def benchmarks_in_store(client) -> list[str]:
     """Names of the experiments that hold runs of this suite, sorted."""
+    from benchmarks.claims import is_claim_experiment
+
     names = []
     for experiment in client.search_experiments():
-        if experiment.name != "Default":
+        if experiment.name != "Default" and not is_claim_experiment(experiment.name):
             names.append(experiment.name)
     return sorted(names)
 
@@ -257,21 +320,93 @@ def default_columns(metric_names: Iterable[str]) -> list[str]:
 
 
 def _config_keys(rows: Sequence[LeaderboardRow]) -> list[str]:
-    """The run params whose values differ between rows of one method: what tells them apart."""
+    """The run params whose values differ between rows: what tells them apart.
+
+    Task and protocol settings are compared across every row (a budget that differs
+    between two methods must show); a method's own settings only between rows of that
+    method (another method's config has other fields).
+    """
     keys: set[str] = set()
-    by_method: dict[str, list[LeaderboardRow]] = {}
-    for row in rows:
-        by_method.setdefault(row.method, []).append(row)
-    for group in by_method.values():
-        if len(group) < 2:
+    params = [(row.method, row.runs[0].params) for row in rows if row.runs]
+    every = set().union(*(p for _, p in params)) if params else set()
+    for key in every:
+        if _short_key(key) in _NOT_CONFIG or "." not in key:
             continue
-        params = [row.runs[0].params for row in group]
-        for key in set().union(*params):
-            if key.split(".", 1)[-1] in _NOT_CONFIG:
-                continue
-            if len({p.get(key) for p in params}) > 1:
+        if key.startswith("method."):
+            by_method: dict[str, set] = {}
+            for method, p in params:
+                by_method.setdefault(method, set()).add(p.get(key))
+            if any(len(values) > 1 for values in by_method.values()):
                 keys.add(key)
+        elif len({p.get(key) for _, p in params}) > 1:
+            keys.add(key)
     return sorted(keys)
+
+
+def _pooled(row: LeaderboardRow) -> dict[str, list[str]]:
+    """Settings whose values differ between the runs of one row."""
+    out = {}
+    every = set().union(*(r.params for r in row.runs))
+    for key in sorted(every):
+        if _short_key(key) in _NOT_CONFIG or "." not in key:
+            continue
+        values = sorted({r.params.get(key, "-") for r in row.runs})
+        if len(values) > 1:
+            out[key] = values
+    return out
+
+
+def _deduplicate(runs: list[RunRecord]) -> tuple[list[RunRecord], int]:
+    """One FINISHED run per (method, configuration, seed): the latest one started."""
+    latest: dict[tuple[str, str, int], RunRecord] = {}
+    for run in runs:
+        key = (run.method, run.config_hash, run.seed)
+        if key not in latest or run.start_time > latest[key].start_time:
+            latest[key] = run
+    return list(latest.values()), len(runs) - len(latest)
+
+
+def ranking_direction(metric: str) -> bool:
+    """True when higher is better; a metric without a declared direction cannot rank."""
+    direction = metric_catalog.direction_of(metric)
+    if direction is None:
+        why = (
+            "is not declared in benchmarks/metric_catalog.py"
+            if not metric_catalog.is_declared(metric)
+            else "is descriptive (it has no better direction)"
+        )
+        raise LeaderboardError(f"cannot rank by {metric}: it {why}; rank by a declared score")
+    return direction == "higher"
+
+
+def _settings_of(rows: Sequence[LeaderboardRow]) -> dict[str, str]:
+    """The params all rows agree on (to fill the ranked metric's words)."""
+    params = [r.params for row in rows for r in row.runs]
+    if not params:
+        return {}
+    return {k: v for k, v in params[0].items() if all(p.get(k) == v for p in params[1:])}
+
+
+def _place_references(
+    published: list[ReferenceRow], ours: list[LeaderboardRow]
+) -> tuple[list[LeaderboardRow], list[LeaderboardRow]]:
+    """References whose settings match every run of ours (ranked), and the others (apart)."""
+    beside, apart = [], []
+    runs = [r for row in ours for r in row.runs]
+    for ref in published:
+        differ: dict[str, tuple[set[str], str]] = {}
+        for run in runs:
+            for key, (mine, theirs) in ref.differences(run.params).items():
+                differ.setdefault(key, (set(), theirs))[0].add(mine)
+        row = LeaderboardRow(ref.method, reference=ref)
+        if differ:
+            row.settings_differ = {
+                k: ("/".join(sorted(mine)), theirs) for k, (mine, theirs) in differ.items()
+            }
+            apart.append(row)
+        else:
+            beside.append(row)
+    return beside, apart
 
 
 def build_leaderboard(
@@ -282,21 +417,33 @@ def build_leaderboard(
     run_filter: RunFilter | None = None,
     extra_prefixes: Sequence[str] = (),
     references: bool = True,
+    baseline: str | None = None,
 ) -> Leaderboard:
-    """Rank the FINISHED runs in ``records`` that pass ``run_filter``."""
+    """Rank the FINISHED runs in ``records`` that pass ``run_filter``.
+
+    ``baseline`` names a method: every other row gets its paired difference to that
+    method's best row over the seeds both have.
+    """
     run_filter = run_filter or RunFilter()
-    excluded = {"FAILED": 0, "KILLED": 0, "RUNNING": 0}
-    groups: dict[tuple[str, ...], LeaderboardRow] = {}
+    excluded = {"FAILED": 0, "KILLED": 0, "RUNNING": 0, "STALE": 0}
+    finished = []
     for run in records:
         if run.method == "?" or not run_filter.admits(run):
             continue  # not a method run (e.g. a sweep's parent), or filtered out
         if run.status != "FINISHED":
-            excluded[run.status] = excluded.get(run.status, 0) + 1
+            status = "STALE" if run.stale else run.status
+            excluded[status] = excluded.get(status, 0) + 1
             continue
+        finished.append(run)
+    finished, dropped = _deduplicate(finished)
+    groups: dict[tuple[str, ...], LeaderboardRow] = {}
+    for run in sorted(finished, key=lambda r: (r.start_time, r.run_id)):
         key = tuple(run.group_value(k) for k in group_by)
-        row = groups.setdefault(key, LeaderboardRow(run.method))
-        row.runs.append(run)
+        groups.setdefault(key, LeaderboardRow(run.method)).runs.append(run)
     ours = list(groups.values())
+    if "config_hash" not in group_by:
+        for row in ours:
+            row.pooled = _pooled(row)
     published = references_for(benchmark) if references else []
     names = {m for row in ours for r in row.runs for m in r.metrics}
     names |= {m for ref in published for m in ref.metrics}
@@ -308,18 +455,48 @@ def build_leaderboard(
         if wanted and name not in columns:
             columns.append(name)
     ranking = columns[0]
-    higher = higher_is_better(ranking)
-    rows = ours + [LeaderboardRow(ref.method, reference=ref) for ref in published]
+    higher = ranking_direction(ranking)
+    beside, apart = _place_references(published, ours)
 
     def rank_key(row: LeaderboardRow) -> tuple[float, int]:
-        mean = row.stat(ranking)[0]
-        if not math.isfinite(mean):
-            return (math.inf, row.is_reference)  # missing or diverged: last
+        mean = row.stats(ranking).mean
         return (-mean if higher else mean, row.is_reference)
 
-    rows.sort(key=rank_key)
+    ranked = [row for row in ours if row.stats(ranking).mean is not None]
+    unranked = [row for row in ours if row.stats(ranking).mean is None]
+    rows = sorted(ranked + [r for r in beside if r.stats(ranking).mean is not None], key=rank_key)
+    apart += [r for r in beside if r.stats(ranking).mean is None]
     config_keys = [k for k in _config_keys(ours) if k not in group_by]
-    return Leaderboard(benchmark, ranking, higher, columns, rows, excluded, config_keys)
+    board = Leaderboard(
+        benchmark, ranking, higher, columns, rows, excluded, config_keys,
+        unranked=unranked, apart=apart, duplicates_dropped=dropped,
+        metric_words=metric_catalog.describe(ranking, _settings_of(ours)),
+    )  # fmt: skip
+    if baseline is not None:
+        compare_to_baseline(board, baseline)
+    return board
+
+
+def compare_to_baseline(board: Leaderboard, method: str) -> None:
+    """Pair every row with the best ranked row of ``method`` over the seeds both have."""
+    candidates = [row for row in board.rows if not row.is_reference and row.method == method]
+    if not candidates:
+        have = sorted({row.method for row in board.ours})
+        raise LeaderboardError(
+            f"--baseline {method}: no ranked row of that method on {board.benchmark}; "
+            f"methods here: {', '.join(have) or 'none'}"
+        )
+    base = candidates[0]
+    board.baseline = base
+    reference = base.by_seed(board.metric)
+    for row in board.ours:
+        if row is base:
+            continue
+        mine = row.by_seed(board.metric)
+        shared = sorted(set(mine) & set(reference))
+        row.versus_baseline = paired_t_test(
+            [mine[s] for s in shared], [reference[s] for s in shared]
+        )
 
 
 def leaderboard_from_store(tracker, benchmark: str, **options) -> Leaderboard:

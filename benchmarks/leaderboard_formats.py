@@ -1,6 +1,10 @@
 """A leaderboard written out: a terminal table, markdown, CSV, JSON or an HTML fragment.
 
-Every format is made from the same cells (:func:`row_cells`), so they never disagree.
+Every format is made from the same cells (:func:`row_cells`), so they never disagree. The
+statistics are named in every header: ``n`` is the number of seeds, ``std`` the sample
+standard deviation over seeds (ddof 1), ``95% CI`` the Student-t interval of the mean over
+seeds, and ``episode CI95`` the runs' own interval over their test episodes (a different
+quantity). The JSON fields are documented in docs/leaderboard-json.md.
 """
 
 from __future__ import annotations
@@ -16,100 +20,201 @@ from rich.table import Table
 
 from benchmarks.leaderboard import Leaderboard, LeaderboardRow
 from benchmarks.references import REFERENCE_VERSION
+from benchmarks.statistics import CONFIDENCE
 
 FORMATS = ("table", "markdown", "csv", "json", "html")
+#: Version of the JSON layout (docs/leaderboard-json.md).
+JSON_SCHEMA = 2
 
 
 def _short(metric: str) -> str:
     return metric.removeprefix("final/")
 
 
-def cell_text(board: Leaderboard, row: LeaderboardRow, metric: str) -> str:
-    values = row.values(metric)
-    if not values:
-        return "-"
-    mean, std = row.stat(metric)
-    if not math.isfinite(mean):
-        return "diverged" if values else "-"
+def _finite(value: float | None) -> float | None:
+    return value if value is not None and math.isfinite(value) else None
+
+
+def _status(board: Leaderboard, row: LeaderboardRow) -> str:
+    if row in board.apart:
+        return "reference, settings differ"
     if row.is_reference:
-        return f"{mean:.4f}"
-    text = f"{mean:.4f} ± {std:.4f}"
-    ci = row.ci95(metric)
-    return text if ci is None else f"{text} (CI ±{ci:.4f})"
+        return "reference"
+    if row in board.unranked:
+        return "diverged" if row.diverged(board.metric) else "missing"
+    return "ranked"
+
+
+def _metric_cells(row: LeaderboardRow, metric: str) -> dict[str, Any]:
+    stats = row.stats(metric)
+    return {
+        "n": stats.n,
+        "mean": _finite(stats.mean),
+        "std": _finite(stats.std),
+        "ci95_low": _finite(stats.ci_low),
+        "ci95_high": _finite(stats.ci_high),
+        "episode_ci95": None if row.is_reference else _finite(row.episode_ci95(metric)),
+        "diverged_fraction": None if row.is_reference else row.diverged_fraction(metric),
+    }
+
+
+def _paired(row: LeaderboardRow, board: Leaderboard) -> dict[str, Any] | None:
+    test = row.versus_baseline
+    if test is None or board.baseline is None:
+        return None
+    return {
+        "baseline": board.baseline.method,
+        "pairs": test.n,
+        "difference": _finite(test.difference),
+        "ci95_half_width": _finite(test.ci95),
+        "p_value": _finite(test.p_value),
+        "significant": test.significant,
+    }
 
 
 def row_cells(board: Leaderboard) -> list[dict[str, Any]]:
-    """One dict per row: rank (or 'ref'), labels, and mean / std / CI of every column."""
+    """One dict per row (ranked, unranked, references apart), with plain JSON values."""
     out, rank = [], 0
-    for row in board.rows:
-        if not row.is_reference:
+    for row in board.all_rows():
+        status = _status(board, row)
+        if status == "ranked":
             rank += 1
-        time_mean = row.stat("final/train_time_s")[0]
-        params_mean = row.stat("final/num_params")[0]
-        cells = {
-            "rank": "ref" if row.is_reference else str(rank),
-            "method": row.method + (" *" if board.flagged(row) else ""),
-            "config": board.config_label(row),
-            "seeds": len(row.seeds) if not row.is_reference else "",
-            "train_time_s": "" if math.isnan(time_mean) else f"{time_mean:.1f}",
-            "num_params": "" if math.isnan(params_mean) else f"{params_mean:.0f}",
-            "text": {m: cell_text(board, row, m) for m in board.columns},
-            "stats": {},
-            "reference": row.is_reference,
-            "note": row.reference.note if row.reference else "",
-            "run_ids": [r.run_id for r in row.runs],
-            "versions": sorted(row.versions()),
-        }
-        for metric in board.columns:
-            mean, std = row.stat(metric)
-            cells["stats"][metric] = {
-                "mean": None if math.isnan(mean) else mean,
-                "std": None if math.isnan(std) or row.is_reference else std,
-                "ci95": row.ci95(metric),
-                "n": len(row.values(metric)),
+        time_mean = row.stats("final/train_time_s").mean
+        params_mean = row.stats("final/num_params").mean
+        ref = row.reference
+        out.append(
+            {
+                "rank": rank if status == "ranked" else None,
+                "status": status,
+                "method": row.method,
+                "other_version": board.flagged(row),
+                "config": board.config_label(row),
+                "n": 0 if ref else len(row.seeds),
+                "seeds": [] if ref else row.seeds,
+                "stats": {m: _metric_cells(row, m) for m in board.columns},
+                "versus_baseline": _paired(row, board),
+                "pooled": row.pooled,
+                "train_time_s": None if ref else _finite(time_mean),
+                "num_params": None if ref or params_mean is None else int(round(params_mean)),
+                "reference": None if ref is None else {
+                    "kind": ref.kind,
+                    "source": ref.source,
+                    "note": ref.note,
+                    "settings": {k: v for k, v in ref.settings.items()},
+                    "settings_differ": {
+                        k: {"ours": o, "theirs": t} for k, (o, t) in row.settings_differ.items()
+                    },
+                },
+                "run_ids": [r.run_id for r in row.runs],
+                "versions": sorted(row.versions()),
             }
-        out.append(cells)
+        )  # fmt: skip
     return out
 
 
-def caption(board: Leaderboard) -> str:
-    parts = [
-        f"ranked by {_short(board.metric)} ({'higher' if board.higher else 'lower'} is better)"
-    ]
-    skipped = ", ".join(f"{n} {s.lower()}" for s, n in board.excluded.items() if n)
-    if skipped:
-        parts.append(f"not ranked: {skipped}")
-    if any(board.flagged(r) for r in board.rows):
-        parts.append(f"* runs from another suite version than {board.version}")
-    if any(r.is_reference for r in board.rows):
-        parts.append(f"ref = published number (reference table {REFERENCE_VERSION})")
-    return "; ".join(parts)
+# -- text ---------------------------------------------------------------------------------
+def _number(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4f}"
 
 
-_HEADERS = ("#", "method", "config")
-_TAIL = ("seeds", "train time (s)", "params")
+def stat_text(cells: dict[str, Any], status: str) -> str:
+    """``mean ± std [low, high]``; one value alone where there is no spread."""
+    if cells["mean"] is None:
+        if cells["n"] and status != "reference, settings differ":
+            fraction = cells["diverged_fraction"]
+            return "diverged" + ("" if fraction is None else f" ({fraction:.0%} of tasks)")
+        return "-"
+    if cells["std"] is None:
+        return _number(cells["mean"])
+    return (
+        f"{cells['mean']:.4f} ± {cells['std']:.4f} "
+        f"[{cells['ci95_low']:.4f}, {cells['ci95_high']:.4f}]"
+    )
 
 
-def _header(board: Leaderboard) -> list[str]:
-    return [*_HEADERS, *(_short(c) for c in board.columns), *_TAIL]
+def _paired_text(paired: dict[str, Any] | None) -> str:
+    if paired is None:
+        return ""
+    if paired["difference"] is None:
+        return "-"
+    if paired["p_value"] is None:
+        return f"{paired['difference']:+.4f} (1 pair)"
+    mark = " *" if paired["significant"] else ""
+    return f"{paired['difference']:+.4f} (p={paired['p_value']:.3g}, {paired['pairs']} pairs){mark}"
+
+
+def _headers(board: Leaderboard) -> list[str]:
+    level = f"{CONFIDENCE:.0%}"
+    heads = ["#", "method", "config", "n (seeds)"]
+    heads += [f"{_short(c)}: mean ± std [{level} CI]" for c in board.columns]
+    if _has_episode_ci(board):
+        heads.append(f"{_short(board.metric)}: episode CI95 (mean over runs)")
+    if board.baseline is not None:
+        heads.append(f"Δ {_short(board.metric)} vs {board.baseline.method} (paired t)")
+    return [*heads, "train time (s)", "params"]
+
+
+def _has_episode_ci(board: Leaderboard) -> bool:
+    return any(r.episode_ci95(board.metric) is not None for r in board.ours)
 
 
 def _line(cells: dict[str, Any], board: Leaderboard) -> list[str]:
-    return [
-        cells["rank"],
-        cells["method"],
+    rank = str(cells["rank"]) if cells["rank"] is not None else (
+        "ref" if cells["reference"] else "-"
+    )  # fmt: skip
+    line = [
+        rank,
+        cells["method"] + (" *" if cells["other_version"] else ""),
         cells["config"],
-        *(cells["text"][c] for c in board.columns),
-        str(cells["seeds"]),
-        cells["train_time_s"],
-        cells["num_params"],
+        "" if cells["reference"] else str(cells["n"]),
     ]
+    line += [stat_text(cells["stats"][c], cells["status"]) for c in board.columns]
+    if _has_episode_ci(board):
+        line.append(_number(cells["stats"][board.metric]["episode_ci95"]))
+    if board.baseline is not None:
+        line.append(_paired_text(cells["versus_baseline"]))
+    time_s, params = cells["train_time_s"], cells["num_params"]
+    return [*line, "" if time_s is None else f"{time_s:.1f}", "" if params is None else str(params)]
+
+
+def caption(board: Leaderboard) -> str:
+    level = f"{CONFIDENCE:.0%}"
+    parts = [
+        f"ranked by {_short(board.metric)}: {board.metric_words}",
+        f"n = seeds; std over seeds (ddof 1); [{level} CI] of the mean over seeds (Student t, "
+        "n-1 dof); one seed shows no spread",
+    ]
+    if _has_episode_ci(board):
+        parts.append("episode CI95 = the runs' own 95% CI over their test episodes, averaged")
+    if board.baseline is not None:
+        parts.append(
+            f"Δ = row - {board.baseline.method} (its best row), paired over shared seeds; "
+            f"* = significant at {level} (two-sided paired t-test)"
+        )
+    skipped = ", ".join(f"{n} {s.lower()}" for s, n in board.excluded.items() if n)
+    if skipped:
+        parts.append(f"not ranked: {skipped}")
+    if board.unranked:
+        parts.append(f"{len(board.unranked)} row(s) listed unranked (diverged or missing)")
+    if board.duplicates_dropped:
+        parts.append(
+            f"{board.duplicates_dropped} repeated run(s) of one (config, seed) dropped "
+            "(the latest counts)"
+        )
+    if any(board.flagged(r) for r in board.rows):
+        parts.append(f"* runs from another suite version than {board.version}")
+    if any(r.is_reference for r in board.all_rows()):
+        parts.append(f"ref = reference (published or derived), table {REFERENCE_VERSION}")
+    for row in board.apart:
+        differ = ", ".join(f"{k}={o} vs {t}" for k, (o, t) in row.settings_differ.items())
+        parts.append(f"reference {row.method} listed apart, settings differ: {differ}")
+    return "; ".join(parts)
 
 
 def as_rich(board: Leaderboard) -> Table:
     table = Table(title=f"{board.benchmark}", caption=caption(board))
-    for i, name in enumerate(_header(board)):
-        table.add_column(name, justify="right" if i >= len(_HEADERS) or i == 0 else "left")
+    for i, name in enumerate(_headers(board)):
+        table.add_column(name, justify="left" if i in (1, 2) else "right")
     for cells in row_cells(board):
         style = "dim italic" if cells["reference"] else None
         table.add_row(*_line(cells, board), style=style)
@@ -117,7 +222,7 @@ def as_rich(board: Leaderboard) -> Table:
 
 
 def as_markdown(board: Leaderboard) -> str:
-    header = _header(board)
+    header = _headers(board)
     lines = [f"### {board.benchmark}", ""]
     lines.append("| " + " | ".join(header) + " |")
     lines.append("|" + "|".join("---" for _ in header) + "|")
@@ -130,72 +235,81 @@ def as_markdown(board: Leaderboard) -> str:
     return "\n".join(lines)
 
 
+_CSV_STATS = ("n", "mean", "std", "ci95_low", "ci95_high", "episode_ci95", "diverged_fraction")
+
+
 def as_csv(board: Leaderboard) -> str:
+    """One line per row; every statistic in its own named column (empty = none)."""
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
-    stats_header = [f"{_short(c)}_{s}" for c in board.columns for s in ("mean", "std", "ci95")]
+    stats_header = [f"{_short(c)}_{s}" for c in board.columns for s in _CSV_STATS]
+    paired = ["vs_baseline_difference", "vs_baseline_p_value", "vs_baseline_pairs"]
     writer.writerow(
-        [
-            "benchmark",
-            "rank",
-            "method",
-            "config",
-            *stats_header,
-            "seeds",
-            "train_time_s",
-            "num_params",
-            "reference",
-        ]
+        ["benchmark", "rank", "status", "method", "config", "n_seeds", *stats_header,
+         *(paired if board.baseline is not None else []), "train_time_s", "num_params",
+         "reference_kind"]  # fmt: skip
     )
+
+    def text(value: Any) -> str:
+        return "" if value is None else repr(value) if isinstance(value, float) else str(value)
+
     for cells in row_cells(board):
-        stats = []
-        for metric in board.columns:
-            s = cells["stats"][metric]
-            stats += ["" if s[k] is None else repr(s[k]) for k in ("mean", "std", "ci95")]
+        stats = [text(cells["stats"][m][s]) for m in board.columns for s in _CSV_STATS]
+        extra = []
+        if board.baseline is not None:
+            p = cells["versus_baseline"] or {}
+            extra = [text(p.get("difference")), text(p.get("p_value")), text(p.get("pairs"))]
         writer.writerow(
-            [
-                board.benchmark,
-                cells["rank"],
-                cells["method"],
-                cells["config"],
-                *stats,
-                cells["seeds"],
-                cells["train_time_s"],
-                cells["num_params"],
-                cells["reference"],
-            ]
+            [board.benchmark, text(cells["rank"]), cells["status"], cells["method"],
+             cells["config"], cells["n"], *stats, *extra, text(cells["train_time_s"]),
+             text(cells["num_params"]),
+             cells["reference"]["kind"] if cells["reference"] else ""]  # fmt: skip
         )
     return buffer.getvalue()
 
 
 def as_json_data(board: Leaderboard) -> dict[str, Any]:
-    rows = row_cells(board)
-    for cells in rows:
-        cells.pop("text")
     return {
+        "schema": JSON_SCHEMA,
         "benchmark": board.benchmark,
         "metric": board.metric,
+        "metric_words": board.metric_words,
         "higher_is_better": board.higher,
+        "confidence": CONFIDENCE,
         "columns": board.columns,
         "excluded": board.excluded,
+        "duplicates_dropped": board.duplicates_dropped,
+        "baseline": None if board.baseline is None else board.baseline.method,
         "suite_version": board.version,
         "reference_table": REFERENCE_VERSION,
-        "rows": rows,
+        "rows": row_cells(board),
     }
 
 
+def strict_json(value: Any) -> Any:
+    """``value`` with NaN and infinities as None, so that the text is strict JSON."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: strict_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [strict_json(v) for v in value]
+    return value
+
+
 def as_json(boards: list[Leaderboard]) -> str:
-    return json.dumps([as_json_data(b) for b in boards], indent=2)
+    data = [strict_json(as_json_data(b)) for b in boards]
+    return json.dumps(data, indent=2, allow_nan=False)
 
 
 def as_html_table(board: Leaderboard) -> str:
     """An HTML ``<table>`` (no page around it): used by the report and ``--format html``."""
-    head = "".join(f"<th>{html.escape(h)}</th>" for h in _header(board))
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in _headers(board))
     body = []
     for cells in row_cells(board):
         css = ' class="reference"' if cells["reference"] else ""
         tds = "".join(f"<td>{html.escape(str(c))}</td>" for c in _line(cells, board))
-        body.append(f"<tr{css}>{tds}</tr>")
+        body.append(f'<tr{css} data-status="{html.escape(cells["status"])}">{tds}</tr>')
     return (
         f'<table class="leaderboard" data-benchmark="{html.escape(board.benchmark)}">'
         f"<caption>{html.escape(caption(board))}</caption>"

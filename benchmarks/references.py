@@ -1,15 +1,25 @@
-"""Published numbers shown beside ours on the leaderboards, never mixed into our statistics.
+"""Published (and derived) numbers shown beside ours, never mixed into our statistics.
 
 A versioned table: when a number is corrected or added, bump ``REFERENCE_VERSION`` so a
 report says which table it used. Accuracies are fractions, like ours; the sources are
 ``../shared/REFERENCE.md`` (sections 1, 4 and 5) and the papers it cites.
+
+Each entry declares the settings it was measured under, as run params (``task.shots``,
+``protocol.iterations``, ...), and whether it is ``published`` (with its source) or
+``derived`` (a closed form or our own recomputation). The leaderboard ranks an entry beside
+our rows only when their recorded settings match these; otherwise it lists it apart and
+says which settings differ.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
+from typing import Any, Literal
 
-REFERENCE_VERSION = "2026-11-22"
+REFERENCE_VERSION = "2026-11-23"
+
+Kind = Literal["published", "derived"]
 
 
 @dataclass(frozen=True)
@@ -18,11 +28,38 @@ class ReferenceRow:
     source: str
     metrics: dict[str, float] = field(default_factory=dict)
     note: str = ""
+    #: Run params (``task.shots``, ``protocol.iterations``, ...) the number was measured under.
+    settings: dict[str, Any] = field(default_factory=dict)
+    kind: Kind = "published"
+
+    def differences(self, params: dict[str, str]) -> dict[str, tuple[str, str]]:
+        """Settings where a run's recorded ``params`` differ: key -> (ours, theirs)."""
+        out = {}
+        for key, theirs in self.settings.items():
+            ours = params.get(key)
+            if ours is None or not _same(ours, theirs):
+                out[key] = (ours if ours is not None else "-", str(theirs))
+        return out
 
 
-def _continual(rows: dict[str, tuple[float, float]], source: str) -> list[ReferenceRow]:
+def _same(recorded: str, declared: Any) -> bool:
+    if isinstance(declared, bool):
+        return recorded.lower() == str(declared).lower()
+    if isinstance(declared, (int, float)):
+        try:
+            return math.isclose(float(recorded), float(declared), rel_tol=1e-9)
+        except ValueError:
+            return False
+    return recorded == str(declared)
+
+
+def _continual(
+    rows: dict[str, tuple[float, float]], source: str, settings: dict[str, Any]
+) -> list[ReferenceRow]:
     return [
-        ReferenceRow(method, source, {"final/ra": ra / 100, "final/bti": bti / 100})
+        ReferenceRow(
+            method, source, {"final/ra": ra / 100, "final/bti": bti / 100}, settings=settings
+        )
         for method, (ra, bti) in rows.items()
     ]
 
@@ -31,30 +68,60 @@ _TABLE_45 = "thesis tab. 4.5"
 _MAML = "Finn 2017"
 _SPARSE = "sparse-MAML, Conv-4"
 
+
+def _omniglot(ways: int, shots: int) -> dict[str, Any]:
+    # MAML's Omniglot numbers: 60k meta-iterations, the MAML split with rotations.
+    return {"task.ways": ways, "task.shots": shots, "protocol.iterations": 60000,
+            "task.omniglot_split": "maml", "task.rotations": True}  # fmt: skip
+
+
+def _mini(shots: int, channels: int | None) -> dict[str, Any]:
+    settings: dict[str, Any] = {"task.ways": 5, "task.shots": shots}
+    if channels is not None:
+        settings["method.channels"] = channels
+    return settings
+
+
+def _stream(tasks: int, per_task: int) -> dict[str, Any]:
+    return {"task.tasks": tasks, "task.train_per_task": per_task}
+
 REFERENCES: dict[str, list[ReferenceRow]] = {
-    "omniglot-5w1s": [ReferenceRow("maml", _MAML, {"final/test_accuracy": 0.987})],
-    "omniglot-5w5s": [ReferenceRow("maml", _MAML, {"final/test_accuracy": 0.999})],
-    "omniglot-20w1s": [ReferenceRow("maml", _MAML, {"final/test_accuracy": 0.958})],
-    "omniglot-20w5s": [ReferenceRow("maml", _MAML, {"final/test_accuracy": 0.989})],
+    **{
+        f"omniglot-{ways}w{shots}s": [
+            ReferenceRow("maml", _MAML, {"final/test_accuracy": value},
+                         settings=_omniglot(ways, shots))  # fmt: skip
+        ]
+        for (ways, shots), value in {(5, 1): 0.987, (5, 5): 0.999, (20, 1): 0.958,
+                                     (20, 5): 0.989}.items()  # fmt: skip
+    },
     "miniimagenet-5w1s": [
-        ReferenceRow("maml", _MAML, {"final/test_accuracy": 0.4870}, "32 channels"),
-        ReferenceRow("fomaml", _MAML, {"final/test_accuracy": 0.4807}, "32 channels"),
-        ReferenceRow("sparse_maml", _SPARSE, {"final/test_accuracy": 0.5035}),
-        ReferenceRow("sparse_relu_maml", _SPARSE, {"final/test_accuracy": 0.5015}),
+        ReferenceRow("maml", _MAML, {"final/test_accuracy": 0.4870}, settings=_mini(1, 32)),
+        ReferenceRow("fomaml", _MAML, {"final/test_accuracy": 0.4807}, settings=_mini(1, 32)),
+        ReferenceRow("sparse_maml", _SPARSE, {"final/test_accuracy": 0.5035},
+                     settings=_mini(1, None)),  # fmt: skip
+        ReferenceRow("sparse_relu_maml", _SPARSE, {"final/test_accuracy": 0.5015},
+                     settings=_mini(1, None)),  # fmt: skip
     ],
     "miniimagenet-5w5s": [
-        ReferenceRow("maml", _MAML, {"final/test_accuracy": 0.6311}, "32 channels"),
-        ReferenceRow("fomaml", _MAML, {"final/test_accuracy": 0.6315}, "32 channels"),
-        ReferenceRow("sparse_maml", _SPARSE, {"final/test_accuracy": 0.6703}),
-        ReferenceRow("sparse_relu_maml", _SPARSE, {"final/test_accuracy": 0.6680}),
+        ReferenceRow("maml", _MAML, {"final/test_accuracy": 0.6311}, settings=_mini(5, 32)),
+        ReferenceRow("fomaml", _MAML, {"final/test_accuracy": 0.6315}, settings=_mini(5, 32)),
+        ReferenceRow("sparse_maml", _SPARSE, {"final/test_accuracy": 0.6703},
+                     settings=_mini(5, None)),  # fmt: skip
+        ReferenceRow("sparse_relu_maml", _SPARSE, {"final/test_accuracy": 0.6680},
+                     settings=_mini(5, None)),  # fmt: skip
     ],
     "linreg-icl": [
+        # Not a published number: the expected loss of one GD step at the optimal rate,
+        # from the closed form (datasets.regression), at each input range.
         ReferenceRow(
             "gd",
-            "von Oswald 2023",
-            {"final/test_loss": 0.825},
-            "one GD step at the optimal rate, x ~ U(-1, 1); 0.206 with input_range=0.5",
+            "closed form (one GD step, optimal rate)",
+            {"final/test_loss": value},
+            f"derived, x ~ U(-{r}, {r})",
+            settings={"task.input_range": r, "task.dim": 10, "task.shots": 10},
+            kind="derived",
         )
+        for r, value in ((1.0, 0.825), (0.5, 0.206))
     ],
     "mnist-rotations": _continual(
         {
@@ -65,6 +132,7 @@ REFERENCES: dict[str, list[ReferenceRow]] = {
             "sparse_lamaml": (77.77, -8.16),
         },
         _TABLE_45,
+        _stream(20, 1000),
     ),
     "mnist-permutations": _continual(
         {
@@ -75,6 +143,7 @@ REFERENCES: dict[str, list[ReferenceRow]] = {
             "sparse_lamaml": (76.88, -8.39),
         },
         _TABLE_45,
+        _stream(20, 1000),
     ),
     "mnist-many-permutations": _continual(
         {
@@ -85,6 +154,7 @@ REFERENCES: dict[str, list[ReferenceRow]] = {
             "sparse_lamaml": (50.81, -13.73),
         },
         _TABLE_45,
+        _stream(100, 200),
     ),
 }
 

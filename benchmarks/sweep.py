@@ -1,10 +1,18 @@
 """Sweeps: methods x grid x seeds, each cell a normal run, resumable, on this machine or Ray.
 
 A sweep is a parent MLflow run in the benchmark's experiment; every cell is an ordinary
-``python -m benchmarks run`` process recorded as its child, so a cell fails alone, shows up
-in every leaderboard, and is matched on the next invocation by its resolved configuration
-and seed: finished cells are skipped, failed and killed ones run again. The local backend is
-a bounded pool of worker processes; the Ray backend sends the same commands as Ray tasks.
+``python -m benchmarks run --exclusive`` process recorded as its child, so a cell fails
+alone, shows up in every leaderboard, and is matched on the next invocation by its resolved
+configuration and seed: finished cells are skipped, failed and killed ones run again.
+
+Exactly one run per cell finishes, whatever happens around it: each cell claims itself in
+the store before it starts (:mod:`benchmarks.claims`), so two sweeps of one grid started
+at once, or a Ray task retried while its first attempt's process still runs, leave the
+cell to whoever claimed it first (the other attempt exits 3, "running elsewhere"). A
+cell's output goes to a file, not a pipe, so a cell whose driver died still finishes and
+records its result. At start a sweep closes its own cells that lost their heartbeat. The
+local backend is a bounded pool of worker processes; the Ray backend sends the same
+commands as Ray tasks.
 """
 
 from __future__ import annotations
@@ -16,6 +24,7 @@ import logging
 import os
 import subprocess
 import sys
+import tempfile
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -171,6 +180,10 @@ class SweepResult:
     failed: list[tuple[Cell, str]] = field(default_factory=list)
     killed: list[Cell] = field(default_factory=list)  # stopped by an interrupted sweep
     skipped: list[Cell] = field(default_factory=list)
+    #: Cells another process held or finished while this sweep ran (not run twice).
+    elsewhere: list[Cell] = field(default_factory=list)
+    #: Runs of this sweep's cells found without a heartbeat at start, closed as FAILED.
+    lost: int = 0
     interrupted: bool = False
 
     @property
@@ -199,6 +212,52 @@ def finished_keys(tracker, benchmark: str) -> set[tuple[str, str, int]]:
     return {(r.method, r.config_hash, r.seed) for row in board.ours for r in row.runs}
 
 
+def _cell_runs(tracker, benchmark: str, config_hash: str, seed: int, status: str) -> list:
+    experiment = tracker.experiment_id(benchmark, create=False)
+    if experiment is None:
+        return []
+    query = (
+        f"tags.`mesabench.config_hash` = '{config_hash}' and tags.`mesabench.seed` = '{seed}' "
+        f"and attributes.status = '{status}'"
+    )
+    return tracker.client.search_runs([experiment], filter_string=query, max_results=100)
+
+
+def finished_run_of(tracker, method: str, benchmark: str, config_hash: str, seed: int):
+    """The id of a FINISHED run of this cell, or None."""
+    for run in _cell_runs(tracker, benchmark, config_hash, seed, "FINISHED"):
+        if run.data.tags.get("mesabench.method") == method:
+            return run.info.run_id
+    return None
+
+
+def close_lost_runs(tracker, benchmark: str, keys: set[tuple[str, str, int]]) -> int:
+    """Mark FAILED ("lost: ...") the RUNNING runs of these cells whose heartbeat stopped."""
+    from benchmarks.lifecycle import is_stale, lost_reason, mark_lost
+
+    closed = 0
+    for method, config_hash, seed in keys:
+        for run in _cell_runs(tracker, benchmark, config_hash, seed, "RUNNING"):
+            tags = dict(run.data.tags)
+            if tags.get("mesabench.method") != method:
+                continue
+            if is_stale(run.info.status, tags, run.info.start_time):
+                mark_lost(tracker.client, run.info.run_id, lost_reason(tags, run.info.start_time))
+                closed += 1
+    return closed
+
+
+def close_dead_cell(tracker, benchmark: str, cell: Cell, config_hash: str, parent: str,
+                    code: int) -> None:  # fmt: skip
+    """A cell process that died by a signal could not close its run: close it now."""
+    from benchmarks.lifecycle import mark_lost
+
+    for run in _cell_runs(tracker, benchmark, config_hash, cell.seed, "RUNNING"):
+        tags = run.data.tags
+        if tags.get("mesabench.method") == cell.method and tags.get("mlflow.parentRunId") == parent:
+            mark_lost(tracker.client, run.info.run_id, f"lost: its process died by signal {-code}")
+
+
 def parent_run(tracker, spec: SweepSpec) -> str:
     """The sweep's parent run: found again by its sweep id, else created."""
     experiment = tracker.experiment_id(spec.benchmark)
@@ -209,7 +268,7 @@ def parent_run(tracker, spec: SweepSpec) -> str:
     if found:
         run_id = found[0].info.run_id
         tracker.client.update_run(run_id, status="RUNNING")
-        return run_id
+        return run_id  # a concurrent sweep of the same spec shares it
     run = tracker.client.create_run(
         experiment,
         run_name=f"sweep-{sweep_id}",
@@ -226,7 +285,7 @@ def parent_run(tracker, spec: SweepSpec) -> str:
 def cell_command(spec: SweepSpec, cell: Cell, uri: str, parent: str) -> list[str]:
     argv = [sys.executable, "-m", "benchmarks", "run", "--method", cell.method,
             "--benchmark", spec.benchmark, "--seed", str(cell.seed), "--tracking-uri", uri,
-            "--parent", parent, "--device", spec.device]  # fmt: skip
+            "--parent", parent, "--device", spec.device, "--exclusive"]  # fmt: skip
     if spec.preset:
         argv += ["--preset", spec.preset]
     for key, value in cell.overrides:
@@ -252,6 +311,18 @@ def cell_env(threads: int, remote: bool = False) -> dict[str, str]:
     return env
 
 
+def run_to_file(argv: list[str], env: dict[str, str], started=None) -> tuple[int, str]:
+    """Run a cell with its output in a temporary file, not a pipe: if whoever waits for it
+    dies, the cell still finishes (a broken pipe would kill it before it saves)."""
+    with tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace") as out:
+        process = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT)
+        if started is not None:
+            started(process)
+        code = process.wait()
+        out.seek(0)
+        return code, out.read()
+
+
 def _tail(text: str) -> str:
     lines = [line for line in text.strip().splitlines() if line.strip()]
     return lines[-1][:300] if lines else "no output"
@@ -271,17 +342,22 @@ class LocalBackend:
         self._stopping = False
 
     def _run_one(self, argv: list[str], env: dict[str, str], cell: Cell, report: Report) -> None:
+        holder: list[subprocess.Popen] = []
+
+        def started(process: subprocess.Popen) -> None:
+            holder.append(process)
+            with self._lock:
+                self._processes.add(process)
+                if self._stopping:
+                    process.terminate()
+
         with self._lock:
             if self._stopping:
                 return
-            process = subprocess.Popen(
-                argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-            )
-            self._processes.add(process)
-        output, _ = process.communicate()
+        code, output = run_to_file(argv, env, started)
         with self._lock:
-            self._processes.discard(process)
-        report(cell, process.returncode, output)
+            self._processes.discard(holder[0])
+        report(cell, code, output)
 
     def run(self, jobs: list[tuple[Cell, list[str]]], env: dict[str, str], report: Report) -> None:
         with ThreadPoolExecutor(max_workers=self.workers) as pool:
@@ -309,9 +385,19 @@ class LocalBackend:
 def _ray_cell(argv: list[str], env: dict[str, str]) -> tuple[int, str]:
     """What a Ray task runs: the cell's command, on whichever node Ray placed it (with that
     node's Python, which must have mesabench installed)."""
-    env = {**os.environ, **env}
-    done = subprocess.run([sys.executable, *argv[1:]], env=env, capture_output=True, text=True)
-    return done.returncode, done.stdout + done.stderr
+    return run_to_file([sys.executable, *argv[1:]], {**os.environ, **env})
+
+
+def check_ray_resources(available: dict[str, float], cpus: float, gpus: float) -> None:
+    """Refuse a cell that no node of the cluster could ever place (Ray would wait forever)."""
+    for name, wanted in (("CPU", cpus), ("GPU", gpus)):
+        have = float(available.get(name, 0.0))
+        if wanted > have:
+            key = f"{name.lower()}s_per_cell"
+            raise ConfigError(
+                f"{key} is {wanted:g} but the Ray cluster has {have:g} {name}s in all; "
+                f"lower {key} or add nodes"
+            )
 
 
 class RayBackend:
@@ -330,6 +416,7 @@ class RayBackend:
             else:  # a local instance, sized like the local pool
                 ray.init(num_cpus=self.local_cpus, include_dashboard=False, log_to_driver=False)
         try:
+            check_ray_resources(ray.cluster_resources(), self.cpus, self.gpus)
             remote = ray.remote(num_cpus=self.cpus, num_gpus=self.gpus)(_ray_cell)
             pending = {remote.remote(argv, env): cell for cell, argv in jobs}
             while pending:
@@ -351,9 +438,13 @@ def run_sweep(
     progress: Callable[[str], None] | None = None,
 ) -> SweepResult:
     """Run the cells of ``spec`` that have not finished yet; returns the summary."""
+    from benchmarks.lifecycle import Heartbeat
+
     hashes = plan_cells(spec)  # all validation first: bad input runs nothing
-    finished = finished_keys(tracker, spec.benchmark)
     result = SweepResult()
+    keys = {(cell.method, hashes[cell], cell.seed) for cell in spec.cells()}
+    result.lost = close_lost_runs(tracker, spec.benchmark, keys)
+    finished = finished_keys(tracker, spec.benchmark)
     todo = []
     for cell in spec.cells():
         if (cell.method, hashes[cell], cell.seed) in finished:
@@ -361,8 +452,11 @@ def run_sweep(
         else:
             todo.append(cell)
     parent = parent_run(tracker, spec)
+    heartbeat = Heartbeat(lambda tags: _beat(tracker.client, parent, tags)).start()
     say = progress or (lambda line: log.info(line))
-    say(f"sweep {spec.sweep_id()}: {len(todo)} to run, {len(result.skipped)} already finished")
+    lost = f", {result.lost} lost run(s) closed as FAILED" if result.lost else ""
+    say(f"sweep {spec.sweep_id()}: {len(todo)} to run, {len(result.skipped)} already "
+        f"finished{lost}")  # fmt: skip
     lock = threading.Lock()
 
     def report(cell: Cell, code: int, output: str) -> None:
@@ -370,12 +464,18 @@ def run_sweep(
             if code == 0:
                 result.done.append(cell)
                 say(f"done    {cell.label()}")
+            elif code == 3:  # --exclusive: finished or running elsewhere
+                result.elsewhere.append(cell)
+                say(f"elsewhere {cell.label()}: {_tail(output)}")
             elif code in (130, -15, -2):  # the cell's own exit code for KILLED, or a signal
                 result.killed.append(cell)
                 say(f"killed  {cell.label()}")
             else:
-                result.failed.append((cell, _tail(output)))
-                say(f"FAILED  {cell.label()}: {_tail(output)}")
+                if code < 0:  # died by a signal (SIGKILL, out of memory): close its run
+                    close_dead_cell(tracker, spec.benchmark, cell, hashes[cell], parent, code)
+                reason = f"killed by signal {-code}" if code < 0 else _tail(output)
+                result.failed.append((cell, reason))
+                say(f"FAILED  {cell.label()}: {reason}")
 
     jobs = [(cell, cell_command(spec, cell, tracker.uri, parent)) for cell in todo]
     cpus = os.cpu_count() or 1
@@ -389,14 +489,25 @@ def run_sweep(
         runner.run(jobs, env, report)
     except KeyboardInterrupt:
         result.interrupted = True
+    finally:
+        heartbeat.stop()
     status = "KILLED" if result.interrupted else ("FAILED" if result.failed else "FINISHED")
     tracker.client.log_text(parent, _summary_text(result), "summary.txt")
     tracker.client.set_terminated(parent, status=status)
     return result
 
 
+def _beat(client, run_id: str, tags: dict[str, str]) -> None:
+    for key, value in tags.items():
+        client.set_tag(run_id, key, value)
+
+
 def summary_line(result: SweepResult) -> str:
     line = f"done {len(result.done)}, failed {len(result.failed)}, skipped {len(result.skipped)}"
+    if result.elsewhere:
+        line += f", elsewhere {len(result.elsewhere)}"
+    if result.lost:
+        line += f", lost closed {result.lost}"
     if result.killed:
         line += f", killed {len(result.killed)}"
     return line + (" (interrupted)" if result.interrupted else "")

@@ -23,10 +23,12 @@ os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # no bars in reports
 
 import torch  # noqa: E402
-from mlflow.entities import Metric, Param  # noqa: E402
+from mlflow.entities import Metric, Param, RunTag  # noqa: E402
 from mlflow.tracking import MlflowClient  # noqa: E402
 
 import benchmarks  # noqa: E402
+from benchmarks.config import ConfigError  # noqa: E402
+from benchmarks.lifecycle import Heartbeat, heartbeat_tags  # noqa: E402
 
 #: How long a write waits out other writers holding the SQLite lock (parallel sweeps).
 LOCK_RETRY_SECONDS = 60.0
@@ -47,6 +49,44 @@ def sqlite_path(uri: str) -> Path | None:
     if not uri.startswith("sqlite:///"):
         return None
     return Path(uri[len("sqlite:///") :])
+
+
+class StoreUnreachable(ConfigError):
+    """The tracking store cannot be reached or opened (reported in one line, exit 2)."""
+
+
+def normalise_uri(uri: str) -> str:
+    """A ``sqlite:///relative/path`` made absolute against the working directory (MLflow
+    refuses relative SQLite paths); any other URI unchanged."""
+    db = sqlite_path(uri)
+    if db is None or db.is_absolute():
+        return uri
+    return f"sqlite:///{(Path.cwd() / db).resolve()}"
+
+
+#: How long a tracking server may take to answer its health check before we give up.
+SERVER_PROBE_SECONDS = 8.0
+
+
+def probe_server(uri: str, timeout: float = SERVER_PROBE_SECONDS) -> None:
+    """Fail fast, in one line, when an http(s) tracking server does not answer."""
+    import urllib.error
+    import urllib.request
+
+    url = uri.rstrip("/") + "/health"
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as response:
+            if response.status == 200:
+                return
+            problem = f"HTTP {response.status}"
+    except urllib.error.HTTPError as err:
+        problem = f"HTTP {err.code}"
+    except (OSError, ValueError) as err:
+        problem = str(getattr(err, "reason", err))
+    raise StoreUnreachable(
+        f"tracking server {uri} is not reachable ({problem}); start it or pass another "
+        "--tracking-uri"
+    )
 
 
 def git_revision() -> str | None:
@@ -98,6 +138,9 @@ def open_store(uri: str) -> RetryingClient:
     schema while holding an exclusive lock on the store's folder makes the first opener
     do it and the others wait, then find it done.
     """
+    uri = normalise_uri(uri)
+    if uri.startswith(("http://", "https://")):
+        probe_server(uri)
     db = sqlite_path(uri)
     if db is None:
         return RetryingClient(MlflowClient(tracking_uri=uri))
@@ -115,9 +158,10 @@ class MlflowTracker:
     """A :class:`benchmarks.recording.Recorder` that writes one MLflow run."""
 
     def __init__(self, tracking_uri: str | None = None):
-        self.uri = tracking_uri or default_tracking_uri()
+        self.uri = normalise_uri(tracking_uri or default_tracking_uri())
         self.client = open_store(self.uri)
         self.run_id: str | None = None
+        self._heartbeat: Heartbeat | None = None
         self._pending: list[Metric] = []
         self._last_flush = time.monotonic()
         self._logged_up_to: dict[str, int] = {}
@@ -150,6 +194,7 @@ class MlflowTracker:
             "mesabench.benchmark": plan.benchmark,
             "mesabench.seed": str(plan.seed),
             "mesabench.config_hash": plan.config_hash(),
+            **heartbeat_tags(),
         }
         revision = git_revision()
         if revision:
@@ -166,18 +211,37 @@ class MlflowTracker:
         for i in range(0, len(params), 90):
             self.client.log_batch(self.run_id, params=params[i : i + 90])
         self.log_text(json.dumps(plan.to_dict(), indent=2, default=str), CONFIG_PATH)
+        self._start_heartbeat()
         return self.run_id
 
+    def _start_heartbeat(self) -> None:
+        run_id = self.run_id
+
+        def beat(tags: dict[str, str]) -> None:
+            self.client.log_batch(run_id, tags=[RunTag(k, v) for k, v in tags.items()])
+
+        self._heartbeat = Heartbeat(beat).start()
+
+    def status_of(self, run_id: str) -> str:
+        return self.client.get_run(run_id).info.status
+
     def reopen(self, run_id: str) -> dict[str, Any]:
-        """Continue a run: returns its stored plan dict; later metrics skip logged steps."""
+        """Continue a run: returns its stored plan dict; later metrics skip logged steps.
+
+        A FINISHED run is refused (ValueError) before anything about it changes.
+        """
         run = self.client.get_run(run_id)
+        if run.info.status == "FINISHED":
+            raise ValueError(f"run {run_id} is FINISHED; there is nothing to resume")
         self.run_id = run_id
         for key in run.data.metrics:
             history = self.client.get_metric_history(run_id, key)
             self._logged_up_to[key] = max(m.step for m in history)
-        self.client.update_run(run_id, status="RUNNING")
         path = self.client.download_artifacts(run_id, CONFIG_PATH, tempfile.mkdtemp())
-        return json.loads(Path(path).read_text())
+        body = json.loads(Path(path).read_text())
+        self.client.update_run(run_id, status="RUNNING")
+        self._start_heartbeat()
+        return body
 
     def load_checkpoint(self) -> dict[str, Any] | None:
         assert self.run_id is not None
@@ -191,6 +255,8 @@ class MlflowTracker:
         """Flush what is pending and close the run as FINISHED, FAILED or KILLED."""
         if self.run_id is None:
             return
+        if self._heartbeat is not None:
+            self._heartbeat.stop()
         self.flush()
         if error is not None:
             self.client.set_tag(self.run_id, "error", error[:5000])

@@ -4,6 +4,8 @@ cache) and the errors and readers shared by every file loader."""
 from __future__ import annotations
 
 import os
+import zipfile
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -24,8 +26,12 @@ def read_npz(path: Path, keys: tuple[str, ...]) -> dict[str, np.ndarray]:
     try:
         with np.load(path, allow_pickle=False) as data:
             arrays = {key: data[key] for key in keys if key in data.files}
-    except (OSError, ValueError) as err:
-        raise DatasetFormatError(f"{path} is not a readable .npz file: {err}") from None
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error) as err:
+        # A truncated download or a half-written copy lands here, not in a traceback.
+        raise DatasetFormatError(
+            f"{path} is not a readable .npz file (truncated or corrupt? {err}); delete it and "
+            "download or copy it again"
+        ) from None
     missing = [key for key in keys if key not in arrays]
     if missing:
         raise DatasetFormatError(f"{path} lacks keys {missing}; expected {list(keys)}")

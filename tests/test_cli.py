@@ -110,7 +110,7 @@ def test_diverging_run_fails_with_iteration(store, capsys):
     _, (run,) = _runs(store)
     assert run.info.status == "FAILED"
     assert "diverged at iteration 0" in run.data.tags["error"]
-    assert "diverged at iteration" in capsys.readouterr().out
+    assert "diverged at iteration" in capsys.readouterr().err
 
 
 def test_failing_run_is_marked_failed_with_reason(store, monkeypatch):
@@ -149,7 +149,7 @@ def test_leaderboard_groups_seeds(store, capsys):
     assert "fomaml" in out and "anil" in out
     assert main(["leaderboard", "--tracking-uri", store, "--format", "json"]) == 0
     (board,) = json.loads(capsys.readouterr().out)
-    seeds = {row["method"]: row["seeds"] for row in board["rows"]}
+    seeds = {row["method"]: row["n"] for row in board["rows"]}
     assert seeds == {"fomaml": 2, "anil": 1}
 
 
@@ -280,7 +280,7 @@ def test_tasks_that_diverge_at_test_time_are_counted_not_hidden():
 
     plan = plan_run(
         "maml",
-        overrides={"iterations": "0", "inner_lr": "50", "eval_steps": "1,30", "test_tasks": "100"},
+        overrides={"iterations": "1", "inner_lr": "50", "eval_steps": "1,30", "test_tasks": "100"},
         device="cpu",
     )
     final = execute(plan, MemoryRecorder())

@@ -22,9 +22,10 @@ from tests.helpers import CONTINUAL_TINY, TINY, free_port, python_env
 from tests.image_fixtures import write_mnist
 
 
-def _fake_run(store, method, seed, metrics, status="FINISHED", version=None, **overrides):
+def _fake_run(store, method, seed, metrics, status="FINISHED", version=None,
+              benchmark="sinusoid-5shot", **overrides):  # fmt: skip
     """A run recorded exactly as the runner records one, with the given final metrics."""
-    plan = plan_run(method, "sinusoid-5shot", seed, overrides, device="cpu")
+    plan = plan_run(method, benchmark, seed, overrides, device="cpu")
     tracker = MlflowTracker(store)
     run_id = tracker.start(plan, "built-in")
     if version is not None:
@@ -41,38 +42,104 @@ def _board(store, capsys, *extra):
     return board
 
 
-def test_leaderboard_equals_an_independent_recomputation_from_sqlite(store, capsys):
-    losses = {("maml", 0): 0.5, ("maml", 1): 0.7, ("maml", 2): 0.6, ("fomaml", 0): 0.9}
+def _independent_stats(db_path: str, metric: str) -> dict[str, tuple[int, float, float, float]]:
+    """n, mean, std and the 95% t-interval half-width per method, from the raw SQLite tables
+    with scipy: FINISHED runs only, one run per (config, seed) (the latest started)."""
+    from scipy import stats as scipy_stats
+
+    db = sqlite3.connect(db_path)
+    rows = db.execute(
+        """SELECT method.value, hash.value, seed.value, r.start_time, r.run_uuid, m.value
+           FROM runs r
+           JOIN tags method ON method.run_uuid = r.run_uuid AND method.key = 'mesabench.method'
+           JOIN tags hash ON hash.run_uuid = r.run_uuid AND hash.key = 'mesabench.config_hash'
+           JOIN tags seed ON seed.run_uuid = r.run_uuid AND seed.key = 'mesabench.seed'
+           JOIN latest_metrics m ON m.run_uuid = r.run_uuid AND m.key = ?
+           WHERE r.status = 'FINISHED'""",
+        (metric,),
+    ).fetchall()
+    latest: dict[tuple, tuple] = {}
+    for method, config, seed, start, run_id, value in rows:
+        key = (method, config, seed)
+        if key not in latest or (start, run_id) > latest[key][:2]:
+            latest[key] = (start, run_id, value)
+    by_method: dict[str, list[float]] = {}
+    for (method, _, _), (_, _, value) in latest.items():
+        by_method.setdefault(method, []).append(value)
+    out = {}
+    for method, values in by_method.items():
+        n = len(values)
+        mean = statistics.mean(values)
+        std = statistics.stdev(values) if n > 1 else math.nan
+        half = scipy_stats.t.ppf(0.975, n - 1) * std / math.sqrt(n) if n > 1 else math.nan
+        out[method] = (n, mean, std, half)
+    return out
+
+
+def test_every_format_equals_an_independent_recomputation_from_sqlite(store, capsys, tmp_path):
+    losses = {("maml", 0): 0.5, ("maml", 1): 0.7, ("maml", 2): 0.61, ("fomaml", 0): 0.9,
+              ("fomaml", 1): 0.93, ("fomaml", 2): 0.8, ("fomaml", 3): 1.0, ("anil", 4): 0.2}
     for (method, seed), loss in losses.items():
         _fake_run(store, method, seed, {"final/test_loss": loss, "final/train_time_s": 10.0})
+    # The same seed again: it replaces the earlier run of its cell, never a second seed.
+    _fake_run(store, "maml", 2, {"final/test_loss": 0.65})
     _fake_run(store, "anil", 0, {"final/test_loss": 0.1}, status="FAILED")
     _fake_run(store, "anil", 1, {"final/test_loss": 0.1}, status="KILLED")
-    board = _board(store, capsys)
+    expected = _independent_stats(store.removeprefix("sqlite:///"), "final/test_loss")
+    assert expected["maml"][0] == 3 and expected["maml"][1] == pytest.approx((0.5 + 0.7 + 0.65) / 3)
 
-    # Recompute from the SQLite tables directly, without MLflow's client.
-    db = sqlite3.connect(store.removeprefix("sqlite:///"))
-    rows = db.execute(
-        """SELECT t.value, r.status, m.value FROM runs r
-           JOIN tags t ON t.run_uuid = r.run_uuid AND t.key = 'mesabench.method'
-           LEFT JOIN latest_metrics m ON m.run_uuid = r.run_uuid AND m.key = 'final/test_loss'"""
-    ).fetchall()
-    finished: dict[str, list[float]] = {}
-    for method, status, value in rows:
-        if status == "FINISHED":
-            finished.setdefault(method, []).append(value)
+    board = _board(store, capsys)
     ours = [row for row in board["rows"] if not row["reference"]]
-    assert [r["method"] for r in ours] == sorted(
-        finished, key=lambda m: statistics.mean(finished[m])
-    )
+    assert [r["method"] for r in ours] == sorted(expected, key=lambda m: expected[m][1])
+    assert [r["rank"] for r in ours] == [1, 2, 3]
     for row in ours:
-        values = finished[row["method"]]
-        stats = row["stats"]["final/test_loss"]
-        assert stats["mean"] == pytest.approx(statistics.mean(values))
-        expected_std = statistics.stdev(values) if len(values) > 1 else 0.0
-        assert stats["std"] == pytest.approx(expected_std)
-        assert row["seeds"] == len(values)
+        n, mean, std, half = expected[row["method"]]
+        cells = row["stats"]["final/test_loss"]
+        assert row["n"] == cells["n"] == n
+        assert cells["mean"] == pytest.approx(mean, rel=1e-12)
+        if n == 1:  # one seed: no spread at all, never a fake 0
+            assert cells["std"] is None and cells["ci95_low"] is None
+        else:
+            assert cells["std"] == pytest.approx(std, rel=1e-12)
+            assert cells["ci95_low"] == pytest.approx(mean - half, rel=1e-9)
+            assert cells["ci95_high"] == pytest.approx(mean + half, rel=1e-9)
     assert board["excluded"]["FAILED"] == 1 and board["excluded"]["KILLED"] == 1
+    assert board["duplicates_dropped"] == 1
     assert board["metric"] == "final/test_loss" and board["higher_is_better"] is False
+
+    def text(method: str) -> str:
+        n, mean, std, half = expected[method]
+        if n == 1:
+            return f"{mean:.4f}"
+        return f"{mean:.4f} ± {std:.4f} [{mean - half:.4f}, {mean + half:.4f}]"
+
+    outputs = {}
+    for fmt in ("markdown", "csv", "html", "table"):
+        path = tmp_path / f"board.{fmt}"
+        assert main(["leaderboard", "--tracking-uri", store, "--format", fmt,
+                     "--output", str(path)]) == 0  # fmt: skip
+        outputs[fmt] = path.read_text()
+    for method in expected:
+        for fmt in ("markdown", "html", "table"):
+            assert text(method) in outputs[fmt], (fmt, method)
+    assert "± 0.0000" not in outputs["markdown"]
+    for fmt in ("markdown", "html", "table"):  # every statistic is named in the header
+        assert "n (seeds)" in outputs[fmt] and "mean ± std [95% CI]" in outputs[fmt]
+        assert "Student t" in outputs[fmt] and "ddof 1" in outputs[fmt]
+    import csv as csv_module
+
+    csv_rows = list(csv_module.DictReader(outputs["csv"].splitlines()))
+    for row in csv_rows:
+        if row["status"] != "ranked":
+            continue
+        n, mean, std, half = expected[row["method"]]
+        assert int(row["test_loss_n"]) == n
+        assert float(row["test_loss_mean"]) == pytest.approx(mean, rel=1e-12)
+        if n > 1:
+            assert float(row["test_loss_std"]) == pytest.approx(std, rel=1e-12)
+            assert float(row["test_loss_ci95_high"]) == pytest.approx(mean + half, rel=1e-9)
+        else:
+            assert row["test_loss_std"] == "" and row["test_loss_ci95_low"] == ""
 
 
 def test_grouping_filters_and_other_versions(store, capsys):
@@ -84,16 +151,19 @@ def test_grouping_filters_and_other_versions(store, capsys):
     board = _board(store, capsys)
     configs = {r["config"] for r in board["rows"] if r["method"] == "maml"}
     assert configs == {"inner_lr=0.01", "inner_lr=0.05"}  # what tells the two apart
-    flagged = [r for r in board["rows"] if r["method"].endswith("*")]
-    assert [r["method"] for r in flagged] == ["fomaml *"]
+    flagged = [r for r in board["rows"] if r["other_version"]]
+    assert [r["method"] for r in flagged] == ["fomaml"]
 
     merged = _board(store, capsys, "--group-by", "method")
     maml = next(r for r in merged["rows"] if r["method"] == "maml")
-    assert maml["seeds"] == 3 and maml["stats"]["final/test_loss"]["mean"] == pytest.approx(0.5)
+    assert maml["n"] == 3 and maml["stats"]["final/test_loss"]["mean"] == pytest.approx(0.5)
+    # Pooling different settings is said, with the values pooled.
+    assert maml["pooled"] == {"method.inner_lr": ["0.01", "0.05"]}
+    assert "pooled inner_lr=0.01/0.05" in maml["config"]
 
     by_lr = _board(store, capsys, "--param", "method.inner_lr=0.05")
     assert [r["method"] for r in by_lr["rows"]] == ["maml"]
-    assert _board(store, capsys, "--version", "0.0.1")["rows"][0]["method"] == "fomaml *"
+    assert _board(store, capsys, "--version", "0.0.1")["rows"][0]["method"] == "fomaml"
     assert _board(store, capsys, "--since", "2999-01-01")["rows"] == []
     assert len(_board(store, capsys, "--tag", "mesabench.seed=1")["rows"]) == 1
     assert main(["leaderboard", "--tracking-uri", store, "--since", "yesterday"]) == 2
@@ -106,13 +176,50 @@ def test_published_rows_stand_beside_ours_and_outside_our_statistics(store, caps
     refs = [r for r in board.rows if r.is_reference]
     assert {r.method for r in refs} >= {"lamaml", "sparse_lamaml", "online_sgd"}
     lamaml = next(r for r in refs if r.method == "lamaml")
-    assert lamaml.stat("final/ra")[0] == pytest.approx(0.7742)
+    assert lamaml.stats("final/ra").mean == pytest.approx(0.7742)
     assert board.ours == []
     capsys.readouterr()
     assert main(["leaderboard", "--benchmark", "mnist-rotations", "--tracking-uri", store,
                  "--format", "markdown"]) == 0  # fmt: skip
     out = capsys.readouterr().out
-    assert "| ref | _lamaml_ | published (thesis tab. 4.5) | 0.7742 | -0.0864 |" in out
+    assert "| ref | _lamaml_ | published (thesis tab. 4.5) |  | 0.7742 | -0.0864 |" in out
+    assert "ranked by ra: retained accuracy" in out and "higher is better" in out
+
+
+def test_references_stand_beside_only_runs_of_their_settings(store, capsys):
+    from benchmarks.references import references_for
+    from datasets.regression import LinRegConfig
+
+    # The derived linreg rows are the closed form at their declared input range.
+    for ref in references_for("linreg-icl"):
+        assert ref.kind == "derived" and "closed form" in ref.source
+        config = LinRegConfig(dim=10, shots=10, input_range=ref.settings["task.input_range"])
+        expected = config.build().one_step_gd_optimum()[1]
+        assert ref.metrics["final/test_loss"] == pytest.approx(expected, rel=2e-3)
+
+    for seed, loss in ((0, 0.21), (1, 0.2)):
+        _fake_run(store, "gd", seed, {"final/test_loss": loss}, benchmark="linreg-icl",
+                  input_range="0.5")  # fmt: skip
+    board = _board(store, capsys, "--benchmark", "linreg-icl")
+    by_status = {(r["status"], r["reference"]["note"] if r["reference"] else "") for r in
+                 board["rows"]}  # fmt: skip
+    assert ("reference", "derived, x ~ U(-0.5, 0.5)") in by_status
+    (apart,) = [r for r in board["rows"] if r["status"] == "reference, settings differ"]
+    assert apart["rank"] is None and apart["reference"]["kind"] == "derived"
+    assert apart["reference"]["settings_differ"] == {
+        "task.input_range": {"ours": "0.5", "theirs": "1.0"}
+    }
+    # Ours (mean 0.205) ranked first, the matching 0.206 reference beside it, unnumbered.
+    assert [(r["status"], r["rank"]) for r in board["rows"][:2]] == [("ranked", 1),
+                                                                    ("reference", None)]
+    capsys.readouterr()
+    assert main(["leaderboard", "--benchmark", "linreg-icl", "--tracking-uri", store,
+                 "--format", "markdown"]) == 0  # fmt: skip
+    out = capsys.readouterr().out
+    assert "settings differ: task.input_range=0.5 vs 1.0" in out
+    # The ranked metric is stated in words, with the step count and direction.
+    assert "ranked by test_loss: test loss" in out and "after 1 inner steps" in out
+    assert "lower is better" in out
 
 
 @pytest.fixture(scope="module")
@@ -146,15 +253,16 @@ def test_exports_show_every_configuration(populated, tmp_path, capsys):
     boards = json.loads((tmp_path / "board.json").read_text())
     assert [b["benchmark"] for b in boards] == ["mnist-rotations", "sinusoid-5shot"]
     sinusoid = boards[1]
-    assert {r["method"]: r["seeds"] for r in sinusoid["rows"]} == {
+    assert {r["method"]: r["n"] for r in sinusoid["rows"]} == {
         "maml": 2, "fomaml": 2, "sparse_maml": 2
     }  # fmt: skip
     continual = boards[0]
     assert continual["columns"][:2] == ["final/ra", "final/bti"]
     markdown = (tmp_path / "board.markdown").read_text()
-    assert "### sinusoid-5shot" in markdown and "| # | method | config | test_loss |" in markdown
+    assert "### sinusoid-5shot" in markdown
+    assert "| # | method | config | n (seeds) | test_loss: mean ± std [95% CI] |" in markdown
     header = (tmp_path / "board.csv").read_text().splitlines()[0]
-    assert header.startswith("benchmark,rank,method,config,")
+    assert header.startswith("benchmark,rank,status,method,config,n_seeds,ra_n,ra_mean,")
 
 
 def _chromium() -> str | None:

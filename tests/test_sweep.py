@@ -165,7 +165,7 @@ def test_ray_backend_gives_the_local_leaderboard(tmp_path, capsys):
         assert main(["leaderboard", "--tracking-uri", store, "--format", "json"]) == 0
         rows = __import__("json").loads(capsys.readouterr().out)[0]["rows"]
         boards[backend] = {
-            (r["method"], r["seeds"]): r["stats"]["final/test_loss"]["mean"]
+            (r["method"], r["n"]): r["stats"]["final/test_loss"]["mean"]
             for r in rows
             if not r["reference"]
         }

@@ -32,7 +32,7 @@ class DivergenceError(RuntimeError):
 
 @dataclass(frozen=True)
 class EpisodicConfig:
-    iterations: int = param(5000, min=0, help="outer (meta-training) iterations")
+    iterations: int = param(5000, min=1, help="outer (meta-training) iterations")
     meta_batch: int = param(25, min=1, help="tasks per outer update")
     val_every: int = param(500, min=1, help="iterations between meta-validations")
     val_tasks: int = param(200, min=1)
@@ -251,8 +251,27 @@ class EpisodicProtocol(Protocol):
             mean, ci = mean_ci95(values)
             final[f"final/test_{name}"] = mean
             final[f"final/test_{name}_ci95"] = ci
+            diverged = 1.0 - torch.isfinite(values).double().mean().item()
+            if diverged > 0:
+                final[f"final/test_{name}_diverged_fraction"] = diverged
         final["final/test_tasks"] = float(c.test_tasks)
+        self.recorder.log_text(per_task_table(results), PER_TASK_PATH)
         return final
+
+
+#: The artifact with every test task's result, for paired comparisons over identical tasks.
+PER_TASK_PATH = "results/test_per_task.csv"
+
+
+def per_task_table(results: dict[int, dict[str, torch.Tensor]]) -> str:
+    """CSV, one line per test task (the same tasks, in the same order, for every run of a
+    benchmark with the same test_seed): its loss (and accuracy) after each step count."""
+    columns = [(s, name) for s, per_task in results.items() for name in per_task]
+    lines = ["task," + ",".join(f"{name}_steps{s}" for s, name in columns)]
+    values = [results[s][name].tolist() for s, name in columns]
+    for task, row in enumerate(zip(*values, strict=True)):
+        lines.append(f"{task}," + ",".join(repr(float(v)) for v in row))
+    return "\n".join(lines) + "\n"
 
 
 def overall_sparsity(method: Method, per_tensor: dict[str, float]) -> float:
