@@ -279,9 +279,7 @@ def _train(plan, tracker, run_id: str, checkpoint, console: Console) -> int:
     except (KeyboardInterrupt, SystemExit, BrokenPipeError) as err:
         why = "interrupted" if isinstance(err, KeyboardInterrupt) else "output pipe closed"
         tracker.finish("KILLED", error=why)
-        sys.stderr.write(
-            f"{why}: run {run_id} marked KILLED; resume with --resume {run_id}\n"
-        )
+        sys.stderr.write(f"{why}: run {run_id} marked KILLED; resume with --resume {run_id}\n")
         return EXIT_KILLED
     except Exception as err:
         reason = f"{type(err).__name__}: {err}"

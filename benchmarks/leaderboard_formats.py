@@ -245,9 +245,19 @@ def as_csv(board: Leaderboard) -> str:
     stats_header = [f"{_short(c)}_{s}" for c in board.columns for s in _CSV_STATS]
     paired = ["vs_baseline_difference", "vs_baseline_p_value", "vs_baseline_pairs"]
     writer.writerow(
-        ["benchmark", "rank", "status", "method", "config", "n_seeds", *stats_header,
-         *(paired if board.baseline is not None else []), "train_time_s", "num_params",
-         "reference_kind"]  # fmt: skip
+        [
+            "benchmark",
+            "rank",
+            "status",
+            "method",
+            "config",
+            "n_seeds",
+            *stats_header,
+            *(paired if board.baseline is not None else []),
+            "train_time_s",
+            "num_params",
+            "reference_kind",
+        ]  # fmt: skip
     )
 
     def text(value: Any) -> str:
@@ -260,10 +270,19 @@ def as_csv(board: Leaderboard) -> str:
             p = cells["versus_baseline"] or {}
             extra = [text(p.get("difference")), text(p.get("p_value")), text(p.get("pairs"))]
         writer.writerow(
-            [board.benchmark, text(cells["rank"]), cells["status"], cells["method"],
-             cells["config"], cells["n"], *stats, *extra, text(cells["train_time_s"]),
-             text(cells["num_params"]),
-             cells["reference"]["kind"] if cells["reference"] else ""]  # fmt: skip
+            [
+                board.benchmark,
+                text(cells["rank"]),
+                cells["status"],
+                cells["method"],
+                cells["config"],
+                cells["n"],
+                *stats,
+                *extra,
+                text(cells["train_time_s"]),
+                text(cells["num_params"]),
+                cells["reference"]["kind"] if cells["reference"] else "",
+            ]  # fmt: skip
         )
     return buffer.getvalue()
 

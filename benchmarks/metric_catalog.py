@@ -97,18 +97,30 @@ def _setting_values(settings: dict[str, str]) -> dict[str, str]:
 
 # -- the suite's own metrics (later lines win over earlier ones) ------------------------------
 _EPISODIC = [
-    (r"final/test_loss", "lower",
-     "test loss (the task's loss, mean over[ {test_tasks}] held-out tasks; gradient learners "
-     "after[ {last_eval_step}] inner steps)"),
-    (r"final/test_accuracy", "higher",
-     "test accuracy (mean over[ {test_tasks}] held-out tasks; gradient learners after"
-     "[ {last_eval_step}] inner steps)"),
+    (
+        r"final/test_loss",
+        "lower",
+        "test loss (the task's loss, mean over[ {test_tasks}] held-out tasks; gradient learners "
+        "after[ {last_eval_step}] inner steps)",
+    ),
+    (
+        r"final/test_accuracy",
+        "higher",
+        "test accuracy (mean over[ {test_tasks}] held-out tasks; gradient learners after"
+        "[ {last_eval_step}] inner steps)",
+    ),
     (r"final/test_loss_steps(\d+)", "lower", "test loss after {0} inner steps"),
     (r"final/test_accuracy_steps(\d+)", "higher", "test accuracy after {0} inner steps"),
-    (r"final/test_(loss|accuracy)(_steps\d+)?_ci95", None,
-     "half-width of the normal 95% CI over the run's own test episodes"),
-    (r"final/test_(loss|accuracy)(_steps\d+)?_diverged_fraction", "lower",
-     "fraction of test tasks whose loss diverged"),
+    (
+        r"final/test_(loss|accuracy)(_steps\d+)?_ci95",
+        None,
+        "half-width of the normal 95% CI over the run's own test episodes",
+    ),
+    (
+        r"final/test_(loss|accuracy)(_steps\d+)?_diverged_fraction",
+        "lower",
+        "fraction of test tasks whose loss diverged",
+    ),
     (r"final/test_tasks", None, "number of held-out test tasks"),
     (r"final/best_iteration", None, "iteration of the best meta-validation checkpoint"),
     (r"final/loss_t(\d+)", "lower", "test loss at sequence position {0}"),
@@ -128,8 +140,11 @@ _CONTINUAL = [
     (r"final/samples_per_s", "higher", "training samples per second"),
 ]
 _ONLINE = [
-    (r"final/cumulative_accuracy", "higher",
-     "cumulative test-then-train accuracy over the [{steps}-step] stream"),
+    (
+        r"final/cumulative_accuracy",
+        "higher",
+        "cumulative test-then-train accuracy over the [{steps}-step] stream",
+    ),
     (r"final/accuracy/(\w+)", "higher", "test-then-train accuracy on the {0} steps of the stream"),
     (r"final/boundary_precision", "higher", "precision of the detected task boundaries"),
     (r"final/boundary_recall", "higher", "recall of the detected task boundaries"),
@@ -147,8 +162,11 @@ _IN_CONTEXT = [
     (r"final/align/wall_time_s", None, "wall time of the alignment analysis"),
     (r"final/ood/input_x2_model", "lower", "test loss of the model at twice the input range"),
     (r"final/ood/input_x2_gd", None, "test loss of one GD step at twice the input range"),
-    (r"final/repeat/d([\d.]+)_k(\d+)_model", "lower",
-     "loss of the trained layer repeated {1} times (dampening {0})"),
+    (
+        r"final/repeat/d([\d.]+)_k(\d+)_model",
+        "lower",
+        "loss of the trained layer repeated {1} times (dampening {0})",
+    ),
     (r"final/repeat/d([\d.]+)_k(\d+)_gd", None, "loss of {1} dampened GD steps (dampening {0})"),
     (r"final/interp/trained_loss", "lower", "loss at the trained weights"),
     (r"final/interp/constructed_loss", None, "loss at the constructed GD weights"),

@@ -85,30 +85,40 @@ def _mini(shots: int, channels: int | None) -> dict[str, Any]:
 def _stream(tasks: int, per_task: int) -> dict[str, Any]:
     return {"task.tasks": tasks, "task.train_per_task": per_task}
 
+
 REFERENCES: dict[str, list[ReferenceRow]] = {
     **{
         f"omniglot-{ways}w{shots}s": [
-            ReferenceRow("maml", _MAML, {"final/test_accuracy": value},
-                         settings=_omniglot(ways, shots))  # fmt: skip
+            ReferenceRow(
+                "maml", _MAML, {"final/test_accuracy": value}, settings=_omniglot(ways, shots)
+            )  # fmt: skip
         ]
-        for (ways, shots), value in {(5, 1): 0.987, (5, 5): 0.999, (20, 1): 0.958,
-                                     (20, 5): 0.989}.items()  # fmt: skip
+        for (ways, shots), value in {
+            (5, 1): 0.987,
+            (5, 5): 0.999,
+            (20, 1): 0.958,
+            (20, 5): 0.989,
+        }.items()  # fmt: skip
     },
     "miniimagenet-5w1s": [
         ReferenceRow("maml", _MAML, {"final/test_accuracy": 0.4870}, settings=_mini(1, 32)),
         ReferenceRow("fomaml", _MAML, {"final/test_accuracy": 0.4807}, settings=_mini(1, 32)),
-        ReferenceRow("sparse_maml", _SPARSE, {"final/test_accuracy": 0.5035},
-                     settings=_mini(1, None)),  # fmt: skip
-        ReferenceRow("sparse_relu_maml", _SPARSE, {"final/test_accuracy": 0.5015},
-                     settings=_mini(1, None)),  # fmt: skip
+        ReferenceRow(
+            "sparse_maml", _SPARSE, {"final/test_accuracy": 0.5035}, settings=_mini(1, None)
+        ),  # fmt: skip
+        ReferenceRow(
+            "sparse_relu_maml", _SPARSE, {"final/test_accuracy": 0.5015}, settings=_mini(1, None)
+        ),  # fmt: skip
     ],
     "miniimagenet-5w5s": [
         ReferenceRow("maml", _MAML, {"final/test_accuracy": 0.6311}, settings=_mini(5, 32)),
         ReferenceRow("fomaml", _MAML, {"final/test_accuracy": 0.6315}, settings=_mini(5, 32)),
-        ReferenceRow("sparse_maml", _SPARSE, {"final/test_accuracy": 0.6703},
-                     settings=_mini(5, None)),  # fmt: skip
-        ReferenceRow("sparse_relu_maml", _SPARSE, {"final/test_accuracy": 0.6680},
-                     settings=_mini(5, None)),  # fmt: skip
+        ReferenceRow(
+            "sparse_maml", _SPARSE, {"final/test_accuracy": 0.6703}, settings=_mini(5, None)
+        ),  # fmt: skip
+        ReferenceRow(
+            "sparse_relu_maml", _SPARSE, {"final/test_accuracy": 0.6680}, settings=_mini(5, None)
+        ),  # fmt: skip
     ],
     "linreg-icl": [
         # Not a published number: the expected loss of one GD step at the optimal rate,

@@ -77,8 +77,16 @@ def _independent_stats(db_path: str, metric: str) -> dict[str, tuple[int, float,
 
 
 def test_every_format_equals_an_independent_recomputation_from_sqlite(store, capsys, tmp_path):
-    losses = {("maml", 0): 0.5, ("maml", 1): 0.7, ("maml", 2): 0.61, ("fomaml", 0): 0.9,
-              ("fomaml", 1): 0.93, ("fomaml", 2): 0.8, ("fomaml", 3): 1.0, ("anil", 4): 0.2}
+    losses = {
+        ("maml", 0): 0.5,
+        ("maml", 1): 0.7,
+        ("maml", 2): 0.61,
+        ("fomaml", 0): 0.9,
+        ("fomaml", 1): 0.93,
+        ("fomaml", 2): 0.8,
+        ("fomaml", 3): 1.0,
+        ("anil", 4): 0.2,
+    }
     for (method, seed), loss in losses.items():
         _fake_run(store, method, seed, {"final/test_loss": loss, "final/train_time_s": 10.0})
     # The same seed again: it replaces the earlier run of its cell, never a second seed.
@@ -210,8 +218,10 @@ def test_references_stand_beside_only_runs_of_their_settings(store, capsys):
         "task.input_range": {"ours": "0.5", "theirs": "1.0"}
     }
     # Ours (mean 0.205) ranked first, the matching 0.206 reference beside it, unnumbered.
-    assert [(r["status"], r["rank"]) for r in board["rows"][:2]] == [("ranked", 1),
-                                                                    ("reference", None)]
+    assert [(r["status"], r["rank"]) for r in board["rows"][:2]] == [
+        ("ranked", 1),
+        ("reference", None),
+    ]
     capsys.readouterr()
     assert main(["leaderboard", "--benchmark", "linreg-icl", "--tracking-uri", store,
                  "--format", "markdown"]) == 0  # fmt: skip
