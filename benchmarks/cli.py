@@ -2,7 +2,7 @@
 compare).
 
 Exit codes: 0 done; 1 the run failed (recorded as FAILED); 2 bad input (nothing written);
-3 not run: with --exclusive, the cell is finished or running elsewhere; 130 interrupted
+3 not run: with --exclusive, the cell is FINISHED (by another process); 130 interrupted
 (Ctrl-C, SIGTERM, SIGHUP or a closed output pipe; recorded as KILLED, resumable).
 """
 
@@ -65,8 +65,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--exclusive",
         action="store_true",
-        help="claim the cell (config, seed) first: run only if it is not finished or running "
-        "elsewhere (exit 3 then); sweeps run every cell this way",
+        help="claim the cell (config, seed) first: wait while another process runs it, exit 3 "
+        "if it is FINISHED, take it over if its holder died; sweeps run every cell this way",
     )
 
     lst = sub.add_parser("list", help="list methods or benchmarks")
@@ -234,16 +234,29 @@ def cmd_run(args, console: Console) -> int:
 
 
 def _claim_cell(tracker, plan):
-    """Claim ``plan``'s cell; None (with one line said) when it is done or held elsewhere."""
+    """Claim ``plan``'s cell; None (with one line said) when it is FINISHED elsewhere.
+
+    While another live process holds the cell, wait: if it finishes, this attempt is not
+    needed; if it dies (its heartbeat stops), this attempt takes the cell over. So a retried
+    Ray task and a second sweep of the same grid neither repeat nor abandon a cell.
+    """
+    import time
+
     from benchmarks import claims
+    from benchmarks.lifecycle import heartbeat_interval
     from benchmarks.sweep import finished_run_of
 
     benchmark, config_hash = plan.benchmark, plan.config_hash()
-    got = claims.acquire(tracker.client, benchmark, config_hash, plan.seed)
-    if isinstance(got, claims.Holder):
-        log.info("not run: %s seed %d is %s", plan.method_name, plan.seed, got.describe())
-        return None
-    # Claimed; a run that finished just before our claim must not be repeated.
+    waited = False
+    while True:
+        got = claims.acquire(tracker.client, benchmark, config_hash, plan.seed)
+        if isinstance(got, claims.Claim):
+            break
+        if not waited:
+            log.info("waiting: %s seed %d is %s", plan.method_name, plan.seed, got.describe())
+            waited = True
+        time.sleep(min(heartbeat_interval(), 10.0))
+    # Claimed; a run that finished before our claim must not be repeated.
     done = finished_run_of(tracker, plan.method_name, benchmark, config_hash, plan.seed)
     if done is not None:
         got.release()

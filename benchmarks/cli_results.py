@@ -252,7 +252,8 @@ def cmd_runs(args, console: Console) -> int:
     names = [args.benchmark] if args.benchmark else benchmarks_in_store(tracker.client)
     table = Table(title="stale runs" if args.stale else "unfinished runs")
     for column in ("benchmark", "run", "name", "status", "last heartbeat"):
-        table.add_column(column)
+        # Run ids are copied into other commands: never wrapped.
+        table.add_column(column, no_wrap=column == "run", min_width=32 if column == "run" else None)
     found = closed = 0
     now = time.time()
     for name in names:

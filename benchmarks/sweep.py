@@ -8,7 +8,8 @@ configuration and seed: finished cells are skipped, failed and killed ones run a
 Exactly one run per cell finishes, whatever happens around it: each cell claims itself in
 the store before it starts (:mod:`benchmarks.claims`), so two sweeps of one grid started
 at once, or a Ray task retried while its first attempt's process still runs, leave the
-cell to whoever claimed it first (the other attempt exits 3, "running elsewhere"). A
+cell to whoever claimed it first: the other attempt waits, then exits 3 ("elsewhere") once
+that run FINISHED, or takes the cell over if that run's process died. A
 cell's output goes to a file, not a pipe, so a cell whose driver died still finishes and
 records its result. At start a sweep closes its own cells that lost their heartbeat. The
 local backend is a bounded pool of worker processes; the Ray backend sends the same
@@ -206,10 +207,14 @@ def plan_cells(spec: SweepSpec) -> dict[Cell, str]:
 
 def finished_keys(tracker, benchmark: str) -> set[tuple[str, str, int]]:
     """(method, config hash, seed) of every FINISHED run of ``benchmark`` in the store."""
-    from benchmarks.leaderboard import leaderboard_from_store
+    from benchmarks.leaderboard import read_runs
+    from benchmarks.tracking import sqlite_path
 
-    board = leaderboard_from_store(tracker, benchmark, references=False)
-    return {(r.method, r.config_hash, r.seed) for row in board.ours for r in row.runs}
+    experiment = tracker.experiment_id(benchmark, create=False)
+    if experiment is None:
+        return set()
+    records = read_runs(tracker.client, experiment, sqlite_path(tracker.uri))
+    return {(r.method, r.config_hash, r.seed) for r in records if r.status == "FINISHED"}
 
 
 def _cell_runs(tracker, benchmark: str, config_hash: str, seed: int, status: str) -> list:
@@ -464,7 +469,7 @@ def run_sweep(
             if code == 0:
                 result.done.append(cell)
                 say(f"done    {cell.label()}")
-            elif code == 3:  # --exclusive: finished or running elsewhere
+            elif code == 3:  # --exclusive: another process finished it
                 result.elsewhere.append(cell)
                 say(f"elsewhere {cell.label()}: {_tail(output)}")
             elif code in (130, -15, -2):  # the cell's own exit code for KILLED, or a signal

@@ -1,0 +1,238 @@
+"""Fault drills: real sweeps and runs, real signals, a real SQLite store and a real local Ray.
+
+After each drill the store must hold exactly one FINISHED run per cell, no run RUNNING
+without being flagged, and every metric row a FINISHED run should have. Each drill's
+accounting is appended to the JSON-lines file named by ``MESABENCH_DRILL_REPORT`` when it
+is set (docs/RESULTS.md, "Fault drills").
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+from mlflow.tracking import MlflowClient
+
+from benchmarks.lifecycle import INTERVAL_ENV, is_stale
+from benchmarks.sweep import SWEEP_TAG
+from tests.helpers import python_env
+
+pytestmark = pytest.mark.slow
+
+ITERATIONS, LOG_EVERY, VAL_EVERY = 1500, 50, 500
+CELL = ["--set", f"iterations={ITERATIONS}", "--set", f"val_every={VAL_EVERY}",
+        "--set", "test_tasks=50", "--set", f"log_every={LOG_EVERY}",
+        "--set", "checkpoint_every=500"]  # fmt: skip
+#: Heartbeats every second, so a lost run is stale after 5 s rather than 150.
+ENV = {INTERVAL_ENV: "1"}
+
+
+def _sweep(store, *extra, seeds="0-1", workers=2):
+    return [sys.executable, "-m", "benchmarks", "sweep", "--benchmark", "sinusoid-5shot",
+            "--methods", "fomaml", "--seeds", seeds, "--workers", str(workers),
+            "--tracking-uri", store, *CELL, *extra]  # fmt: skip
+
+
+def _start(command):
+    return subprocess.Popen(command, env=python_env(**ENV), stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)  # fmt: skip
+
+
+def _all_runs(store):
+    client = MlflowClient(store)
+    experiment = client.get_experiment_by_name("sinusoid-5shot")
+    return client, ([] if experiment is None else client.search_runs([experiment.experiment_id]))
+
+
+def _cell_runs(store):
+    client, runs = _all_runs(store)
+    return client, [r for r in runs if SWEEP_TAG not in r.data.tags]
+
+
+def _wait(predicate, timeout=180, what="condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.3)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _training_cells(store, count):
+    """Cell runs that are RUNNING and have logged training metrics (mid-cell)."""
+
+    def ready():
+        client, runs = _cell_runs(store)
+        live = [r for r in runs if r.info.status == "RUNNING" and "train/loss" in r.data.metrics]
+        return live if len(live) >= count else None
+
+    return _wait(ready, what=f"{count} training cell(s)")
+
+
+def _processes_running(store):
+    """The cell processes of this drill (``benchmarks run`` with this drill's store)."""
+    found = []
+    for process in psutil.process_iter(["cmdline"]):
+        cmdline = process.info["cmdline"] or []
+        if "run" in cmdline and store in cmdline and "benchmarks" in cmdline:
+            found.append(process)
+    return found
+
+
+def _account(drill, store, cells, launched_note=""):
+    """Runs per cell, duplicates, stale and lost metric rows, written to the drill report."""
+    client, runs = _cell_runs(store)
+    by_cell: dict[tuple[str, str], list] = {}
+    for run in runs:
+        key = (run.data.tags["mesabench.config_hash"], run.data.tags["mesabench.seed"])
+        by_cell.setdefault(key, []).append(run)
+    finished = [r for r in runs if r.info.status == "FINISHED"]
+    per_cell = [sum(r.info.status == "FINISHED" for r in rs) for rs in by_cell.values()]
+    running = [r for r in runs if r.info.status == "RUNNING"]
+    stale = [r for r in running if is_stale("RUNNING", r.data.tags, r.info.start_time)]
+    expected = {"train/loss": ITERATIONS // LOG_EVERY, "val/loss": ITERATIONS // VAL_EVERY}
+    lost = 0
+    for run in finished:
+        for key, count in expected.items():
+            lost += count - len(client.get_metric_history(run.info.run_id, key))
+        lost += "final/test_loss" not in run.data.metrics
+    _, everything = _all_runs(store)
+    parents_running = [r for r in everything if SWEEP_TAG in r.data.tags
+                       and r.info.status == "RUNNING"]  # fmt: skip
+    summary = {
+        "drill": drill,
+        "cells": cells,
+        "runs_launched": len(runs),
+        "finished": len(finished),
+        "duplicates": sum(max(0, n - 1) for n in per_cell),
+        "cells_without_finished": cells - sum(1 for n in per_cell if n),
+        "running_unflagged": len(running) - len(stale),
+        "stale_detected": len(stale),
+        "failed": sum(r.info.status == "FAILED" for r in runs),
+        "killed": sum(r.info.status == "KILLED" for r in runs),
+        "sweep_runs_running": len(parents_running),
+        "metric_rows_lost": lost,
+        "note": launched_note,
+    }
+    report = os.environ.get("MESABENCH_DRILL_REPORT")
+    if report:
+        with open(report, "a", encoding="utf-8") as out:
+            out.write(json.dumps(summary) + "\n")
+    return summary
+
+
+def _assert_clean(summary):
+    assert summary["duplicates"] == 0, summary
+    assert summary["cells_without_finished"] == 0, summary
+    assert summary["running_unflagged"] == 0 and summary["stale_detected"] == 0, summary
+    assert summary["metric_rows_lost"] == 0, summary
+
+
+def test_two_sweeps_of_one_grid_started_at_once(store):
+    first, second = _start(_sweep(store)), _start(_sweep(store))
+    outputs = [p.communicate(timeout=400)[0] for p in (first, second)]
+    assert [first.returncode, second.returncode] == [0, 0], outputs
+    summary = _account("two sweeps of one grid at once", store, cells=2)
+    _assert_clean(summary)
+    assert summary["runs_launched"] == 2  # the losing attempts never created a run
+    said = "\n".join(outputs)
+    assert said.count("done    fomaml") + said.count("elsewhere fomaml") == 4, said
+
+
+def test_sigkill_of_a_running_cell(store):
+    sweep = _start(_sweep(store, workers=1))
+    (victim,) = _training_cells(store, 1)
+    (process,) = _processes_running(store)
+    process.send_signal(signal.SIGKILL)  # what the kernel's OOM killer does
+    out, _ = sweep.communicate(timeout=400)
+    assert sweep.returncode == 1, out
+    assert "killed by signal 9" in out
+    client = MlflowClient(store)
+    lost = client.get_run(victim.info.run_id)
+    assert lost.info.status == "FAILED"
+    assert lost.data.tags["error"] == "lost: its process died by signal 9"
+    assert client.get_metric_history(victim.info.run_id, "train/loss")  # logged rows kept
+    again = subprocess.run(_sweep(store, workers=1), env=python_env(**ENV), capture_output=True,
+                           text=True, timeout=400)  # fmt: skip
+    assert again.returncode == 0, again.stdout
+    summary = _account("SIGKILL of a running cell, then the sweep again", store, cells=2)
+    _assert_clean(summary)
+    assert summary["failed"] == 1 and summary["finished"] == 2
+
+
+def test_sigkill_of_the_sweep_driver(store):
+    sweep = _start(_sweep(store, workers=2))
+    _training_cells(store, 2)
+    os.kill(sweep.pid, signal.SIGKILL)
+    sweep.communicate(timeout=30)
+
+    # The orphaned cells write to files, not to the dead driver's pipe: they finish.
+    def cells_done():
+        _, runs = _cell_runs(store)
+        return len(runs) == 2 and all(r.info.status == "FINISHED" for r in runs)
+
+    _wait(cells_done, what="orphaned cells to finish")
+    # The driver's own run lost its heartbeat: flagged stale, then listed by 'runs --stale'.
+    client, everything = _all_runs(store)
+    (parent,) = [r for r in everything if SWEEP_TAG in r.data.tags]
+
+    def parent_stale():
+        run = client.get_run(parent.info.run_id)
+        return is_stale(run.info.status, run.data.tags, run.info.start_time)
+
+    _wait(parent_stale, timeout=30, what="the sweep run to go stale")
+    listed = subprocess.run(
+        [sys.executable, "-m", "benchmarks", "runs", "--stale", "--tracking-uri", store],
+        env=python_env(COLUMNS="200"), capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert parent.info.run_id in listed.stdout and "1 stale run(s)" in listed.stdout
+    again = subprocess.run(_sweep(store), env=python_env(**ENV), capture_output=True, text=True,
+                           timeout=400)  # fmt: skip
+    assert again.returncode == 0 and "0 to run, 2 already finished" in again.stdout
+    summary = _account("SIGKILL of the sweep driver, then the sweep again", store, cells=2)
+    _assert_clean(summary)
+    assert summary["sweep_runs_running"] == 0
+
+
+def test_a_ray_worker_killed_mid_cell(store):
+    pytest.importorskip("ray")
+    sweep = _start(_sweep(store, "--backend", "ray", workers=2))
+    _training_cells(store, 1)
+    cell = _processes_running(store)[0]
+    worker = cell.parent()
+    assert worker is not None and worker.name().startswith("ray::")  # the task's worker
+    worker.send_signal(signal.SIGKILL)  # the node's worker process dies; Ray retries the task
+    out, _ = sweep.communicate(timeout=600)
+    assert sweep.returncode == 0, out
+    summary = _account("Ray worker killed mid-cell (task retried)", store, cells=2)
+    _assert_clean(summary)
+
+
+def test_sighup_of_a_run_then_resume(store):
+    run = _start([sys.executable, "-m", "benchmarks", "run", "--method", "fomaml", *CELL,
+                  "--tracking-uri", store])  # fmt: skip
+    (victim,) = _training_cells(store, 1)
+    time.sleep(1.0)
+    run.send_signal(signal.SIGHUP)  # the terminal closed
+    out, _ = run.communicate(timeout=60)
+    assert run.returncode == 130, out
+    client = MlflowClient(store)
+    assert client.get_run(victim.info.run_id).info.status == "KILLED"
+    resumed = subprocess.run(
+        [sys.executable, "-m", "benchmarks", "run", "--resume", victim.info.run_id,
+         "--tracking-uri", store],
+        env=python_env(**ENV), capture_output=True, text=True, timeout=400,
+    )  # fmt: skip
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    history = client.get_metric_history(victim.info.run_id, "train/loss")
+    steps = [m.step for m in history]
+    assert sorted(steps) == list(range(LOG_EVERY, ITERATIONS + 1, LOG_EVERY))  # none twice
+    summary = _account("SIGHUP of a run, then --resume", store, cells=1)
+    _assert_clean(summary)

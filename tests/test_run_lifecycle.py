@@ -1,0 +1,264 @@
+"""Every run accounted for: heartbeats and stale runs, signals and closed pipes, atomic cell
+claims, and bad input refused before anything is recorded (real processes, real SQLite)."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from mlflow.tracking import MlflowClient
+
+from benchmarks import claims
+from benchmarks.cli import main
+from benchmarks.lifecycle import HEARTBEAT_TAG, INTERVAL_ENV, is_stale
+from benchmarks.runner import plan_run
+from benchmarks.sweep import check_ray_resources
+from benchmarks.tracking import MlflowTracker
+from tests.helpers import CONTINUAL_TINY, TINY, free_port, python_env
+from tests.image_fixtures import write_mnist
+
+LONG = ["--set", "iterations=3000", "--set", "val_every=1000", "--set", "test_tasks=50",
+        "--set", "log_every=50", "--set", "checkpoint_every=100"]  # fmt: skip
+
+
+def _runs(store, benchmark="sinusoid-5shot"):
+    client = MlflowClient(store)
+    experiment = client.get_experiment_by_name(benchmark)
+    return [] if experiment is None else client.search_runs([experiment.experiment_id])
+
+
+def _db(store: str) -> Path:
+    return Path(store.removeprefix("sqlite:///"))
+
+
+def _start(store, *extra, **env):
+    return subprocess.Popen(
+        [sys.executable, "-m", "benchmarks", "run", "--method", "fomaml", *LONG, *extra,
+         "--tracking-uri", store],
+        env=python_env(**env), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )  # fmt: skip
+
+
+def _wait_for_checkpoint(store, process, timeout=120):
+    artifacts = _db(store).parent / "artifacts" / "sinusoid-5shot"
+    deadline = time.monotonic() + timeout
+    while not list(artifacts.glob("*/artifacts/checkpoints/last.pt")):
+        assert process.poll() is None, process.communicate()
+        assert time.monotonic() < deadline, "no checkpoint appeared"
+        time.sleep(0.2)
+
+
+# -- heartbeats and stale runs -----------------------------------------------------------------
+def test_a_run_records_a_heartbeat_and_a_dead_one_is_shown_stale_then_closed(
+    store, capsys, monkeypatch
+):
+    monkeypatch.setenv(INTERVAL_ENV, "0.2")
+    plan = plan_run("maml", "sinusoid-5shot", 0, device="cpu")
+    tracker = MlflowTracker(store)
+    run_id = tracker.start(plan, "built-in")
+    first = float(MlflowClient(store).get_run(run_id).data.tags[HEARTBEAT_TAG])
+    time.sleep(0.7)
+    second = float(MlflowClient(store).get_run(run_id).data.tags[HEARTBEAT_TAG])
+    assert second > first  # the thread beats while the run lives
+    tracker._heartbeat.stop()  # the process "dies": no finish, no more beats
+    time.sleep(1.3)  # > 5 intervals
+    run = MlflowClient(store).get_run(run_id)
+    assert run.info.status == "RUNNING"
+    assert is_stale("RUNNING", run.data.tags, run.info.start_time)
+
+    capsys.readouterr()
+    assert main(["leaderboard", "--tracking-uri", store, "--format", "json"]) == 0
+    (board,) = json.loads(capsys.readouterr().out)
+    assert board["excluded"]["STALE"] == 1 and board["excluded"]["RUNNING"] == 0
+    assert board["rows"] == [] or all(r["reference"] for r in board["rows"])
+    assert main(["leaderboard", "--tracking-uri", store, "--format", "markdown"]) == 0
+    assert "not ranked: 1 stale" in capsys.readouterr().out
+    assert main(["compare", run_id, run_id, "--tracking-uri", store]) == 0
+    assert "stale (lost: no heartbeat since" in capsys.readouterr().out
+
+    assert main(["runs", "--stale", "--tracking-uri", store]) == 0
+    out = capsys.readouterr().out
+    assert run_id in out and "1 stale run(s)" in out
+    assert MlflowClient(store).get_run(run_id).info.status == "RUNNING"  # listing changes nothing
+    assert main(["runs", "--stale", "--mark-failed", "--tracking-uri", store]) == 0
+    assert "1 marked FAILED" in capsys.readouterr().out
+    closed = MlflowClient(store).get_run(run_id)
+    assert closed.info.status == "FAILED"
+    assert closed.data.tags["error"].startswith("lost: no heartbeat since 20")
+    assert main(["runs", "--mark-failed", "--tracking-uri", store]) == 2
+
+
+def test_a_live_run_is_not_stale(store, capsys, monkeypatch):
+    monkeypatch.setenv(INTERVAL_ENV, "0.2")
+    tracker = MlflowTracker(store)
+    run_id = tracker.start(plan_run("maml", "sinusoid-5shot", 0, device="cpu"), "built-in")
+    time.sleep(1.5)  # well past 5 intervals: only the beats keep it fresh
+    run = MlflowClient(store).get_run(run_id)
+    assert not is_stale(run.info.status, run.data.tags, run.info.start_time)
+    capsys.readouterr()
+    assert main(["runs", "--stale", "--tracking-uri", store]) == 0
+    assert "0 stale run(s)" in capsys.readouterr().out
+    tracker.finish("FINISHED")
+
+
+# -- signals and pipes ---------------------------------------------------------------------
+@pytest.mark.parametrize("signum", [signal.SIGHUP, signal.SIGTERM])
+def test_sighup_and_sigterm_mark_the_run_killed_and_resumable(store, signum):
+    process = _start(store)
+    _wait_for_checkpoint(store, process)
+    process.send_signal(signum)
+    out, err = process.communicate(timeout=60)
+    assert process.returncode == 130, err
+    (run,) = _runs(store)
+    assert run.info.status == "KILLED"
+    assert f"resume with --resume {run.info.run_id}" in err
+
+
+def test_a_closed_output_pipe_ends_the_run_killed_with_one_line(store, tmp_path):
+    command = (
+        f"{sys.executable} -m benchmarks run --method fomaml {' '.join(LONG)} "
+        f"--tracking-uri {store} | head -1; echo status=${{PIPESTATUS[0]}} >&2"
+    )
+    done = subprocess.run(["bash", "-c", command], env=python_env(), capture_output=True,
+                          text=True, timeout=240)  # fmt: skip
+    assert "status=130" in done.stderr
+    (run,) = _runs(store)
+    assert run.info.status == "KILLED" and run.data.tags["error"] == "output pipe closed"
+    said = [line for line in done.stderr.splitlines() if "marked KILLED" in line]
+    assert len(said) == 1 and "output pipe closed" in said[0]
+
+
+def test_resume_of_a_finished_run_is_refused_and_leaves_it_finished(store, capsys):
+    assert main(["run", "--method", "fomaml", *TINY, "--tracking-uri", store]) == 0
+    (run,) = _runs(store)
+    capsys.readouterr()
+    assert main(["run", "--resume", run.info.run_id, "--tracking-uri", store]) == 2
+    err = capsys.readouterr().err
+    assert "is FINISHED" in err and len(err.strip().splitlines()) == 1
+    (again,) = _runs(store)
+    assert again.info.status == "FINISHED" and again.info.end_time == run.info.end_time
+
+
+# -- refused before anything is written ------------------------------------------------------
+@pytest.mark.parametrize(
+    "setting, words",
+    [
+        ("iterations=0", "iterations must be >= 1"),
+        ("inner_lr=nan", "must be a finite number"),
+        ("inner_lr=inf", "must be a finite number"),
+        ("outer_lr=-inf", "must be a finite number"),
+    ],
+)
+def test_bad_numbers_are_refused_in_one_line(store, capsys, setting, words):
+    assert main(["run", "--method", "maml", "--set", setting, "--tracking-uri", store]) == 2
+    err = capsys.readouterr().err
+    assert words in err and len(err.strip().splitlines()) == 1
+    assert not _db(store).exists()
+
+
+def test_a_truncated_data_file_is_refused_in_one_line(store, tmp_path, capsys):
+    path = write_mnist(tmp_path / "data")
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])  # a half-written copy
+    args = ["run", "--method", "online_sgd", "--benchmark", "mnist-rotations", *CONTINUAL_TINY,
+            "--data-root", str(path.parent), "--tracking-uri", store]  # fmt: skip
+    capsys.readouterr()
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert "truncated or corrupt" in err and len(err.strip().splitlines()) == 1
+    assert not _db(store).exists()
+    np.savez(path, x_train=np.zeros((2, 28, 28), np.uint8))  # readable, but lacking keys
+    assert main(args) == 2
+    assert "lacks keys" in capsys.readouterr().err
+
+
+def test_an_unreachable_tracking_server_is_reported_within_seconds(run_cli):
+    began = time.monotonic()
+    done = run_cli("run", "--method", "maml", "--tracking-uri", f"http://127.0.0.1:{free_port()}")
+    assert time.monotonic() - began < 30  # most of it is the interpreter's start
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines()[-1].startswith("error: tracking server http://")
+    assert "Traceback" not in done.stderr
+
+
+def test_a_relative_sqlite_uri_is_resolved_against_the_working_directory(run_cli, tmp_path):
+    done = run_cli("run", "--method", "fomaml", *TINY, "--tracking-uri", "sqlite:///rel/m.db",
+                   cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "rel" / "m.db").exists()
+    assert f"sqlite:///{tmp_path.resolve()}/rel/m.db" in done.stdout.replace("\n", "")
+
+
+def test_ray_resources_beyond_the_cluster_are_refused():
+    from benchmarks.config import ConfigError
+
+    check_ray_resources({"CPU": 2.0}, 1.0, 0.0)
+    with pytest.raises(ConfigError, match="gpus_per_cell is 1 but the Ray cluster has 0 GPUs"):
+        check_ray_resources({"CPU": 2.0}, 1.0, 1.0)
+    with pytest.raises(ConfigError, match="cpus_per_cell is 4"):
+        check_ray_resources({"CPU": 2.0}, 4.0, 0.0)
+
+
+# -- claims ---------------------------------------------------------------------------------
+def test_a_cell_is_claimed_by_exactly_one_of_many_contenders(store):
+    client = MlflowTracker(store).client
+    results, barrier = [], threading.Barrier(6)
+
+    def contend():
+        barrier.wait()
+        results.append(claims.acquire(client, "sinusoid-5shot", "abc123", 0))
+
+    threads = [threading.Thread(target=contend) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    won = [r for r in results if isinstance(r, claims.Claim)]
+    assert len(won) == 1 and len(results) == 6
+    # The claim hides from the leaderboard's benchmark list.
+    from benchmarks.leaderboard import benchmarks_in_store
+
+    assert benchmarks_in_store(client) == []
+    won[0].release()
+    again = claims.acquire(client, "sinusoid-5shot", "abc123", 0)
+    assert isinstance(again, claims.Claim)
+
+
+def test_a_dead_holders_claim_is_taken_over(store, monkeypatch):
+    monkeypatch.setenv(INTERVAL_ENV, "0.2")
+    tracker = MlflowTracker(store)
+    plan = plan_run("maml", "sinusoid-5shot", 0, device="cpu")
+    claim = claims.acquire(tracker.client, plan.benchmark, plan.config_hash(), 0)
+    run_id = tracker.start(plan, "built-in")
+    claim.hold(run_id)
+    held = claims.acquire(tracker.client, plan.benchmark, plan.config_hash(), 0)
+    assert isinstance(held, claims.Holder) and held.run_id == run_id
+    assert "running as run" in held.describe()
+    tracker._heartbeat.stop()  # the holder dies without releasing
+    time.sleep(1.3)
+    taken = claims.acquire(tracker.client, plan.benchmark, plan.config_hash(), 0)
+    assert isinstance(taken, claims.Claim)
+
+
+def test_exclusive_runs_never_repeat_a_finished_cell(store, capsys):
+    args = ["run", "--method", "fomaml", *TINY, "--tracking-uri", store, "--exclusive"]
+    assert main(args) == 0
+    capsys.readouterr()
+    assert main(args) == 3
+    (run,) = _runs(store)
+    assert run.info.status == "FINISHED"
+    # A plain run is the user's call: allowed, and the leaderboard counts the cell once.
+    assert main(args[:-1]) == 0
+    capsys.readouterr()
+    assert main(["leaderboard", "--tracking-uri", store, "--format", "json"]) == 0
+    (board,) = json.loads(capsys.readouterr().out)
+    assert board["duplicates_dropped"] == 1
+    assert [r["n"] for r in board["rows"] if r["method"] == "fomaml"] == [1]
