@@ -88,7 +88,8 @@ def row_cells(board: Leaderboard) -> list[dict[str, Any]]:
                 "status": status,
                 "method": row.method,
                 "other_version": board.flagged(row),
-                "config": board.config_label(row),
+                "config": board.config_label(row)
+                + ("; settings differ" if row in board.apart else ""),
                 "n": 0 if ref else len(row.seeds),
                 "seeds": [] if ref else row.seeds,
                 "stats": {m: _metric_cells(row, m) for m in board.columns},
@@ -205,9 +206,12 @@ def caption(board: Leaderboard) -> str:
         parts.append(f"* runs from another suite version than {board.version}")
     if any(r.is_reference for r in board.all_rows()):
         parts.append(f"ref = reference (published or derived), table {REFERENCE_VERSION}")
+    apart: dict[str, list[str]] = {}
     for row in board.apart:
         differ = ", ".join(f"{k}={o} vs {t}" for k, (o, t) in row.settings_differ.items())
-        parts.append(f"reference {row.method} listed apart, settings differ: {differ}")
+        apart.setdefault(differ, []).append(row.method)
+    for differ, methods in apart.items():
+        parts.append(f"listed apart, settings differ: {differ} (references {', '.join(methods)})")
     return "; ".join(parts)
 
 

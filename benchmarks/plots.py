@@ -8,6 +8,23 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
+#: One colour per series label, in every panel and every figure (per run and in reports):
+#: a legend must never call one curve by another's name.
+SERIES_COLOURS = {
+    "train loss": "tab:blue",
+    "validation loss": "tab:orange",
+    "model": "tab:blue",
+    "GD (1 step)": "tab:orange",
+    "ridge": "tab:green",
+    "GD++ (K steps)": "tab:red",
+    "seen tasks": "tab:blue",
+    "all tasks": "tab:green",
+    "current task": "tab:orange",
+    "cumulative": "tab:blue",
+    "recent window": "tab:orange",
+    "all tensors": "tab:purple",
+}
+
 
 def sparsity_figure(
     history: list[tuple[int, dict[str, float]]], xlabel: str = "iteration"
@@ -89,13 +106,14 @@ def icl_curves_figure(curves) -> Figure:
         xs = [x for x, _ in points]
         for i, label in enumerate(("model", "GD (1 step)", "ridge", "GD++ (K steps)")):
             if name != "context" and i == 2:
-                continue
-            ax.plot(xs, [v[i] for _, v in points], marker="o", label=label)
+                continue  # ridge is computed for the context curve only
+            ax.plot(xs, [v[i] for _, v in points], marker="o", label=label,
+                    color=SERIES_COLOURS[label])  # fmt: skip
         ax.set_xlabel(titles[name])
         ax.set_yscale("log")
         ax.set_title(name.replace("_", " "))
+        ax.legend(fontsize="small")  # each panel names its own series
     axes[0].set_ylabel("loss (0.5 squared error)")
-    axes[0].legend()
     fig.tight_layout()
     return fig
 

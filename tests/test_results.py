@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import shutil
 import sqlite3
 import statistics
@@ -289,8 +290,9 @@ def test_report_renders_in_headless_chromium(populated, tmp_path):
     browser = [_chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
                "--virtual-time-budget=5000", "--enable-logging=stderr", "--v=0"]  # fmt: skip
     dom = subprocess.run(
-        [*browser, "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=120
-    )
+        [*browser, "--window-size=1400,1800", "--dump-dom", page.as_uri()],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
     assert dom.returncode == 0, dom.stderr[-2000:]
     assert "CONSOLE" not in dom.stderr or "Uncaught" not in dom.stderr
     assert not [line for line in dom.stderr.splitlines() if ":CONSOLE(" in line and "ERROR" in line]
@@ -298,9 +300,19 @@ def test_report_renders_in_headless_chromium(populated, tmp_path):
     assert 'data-broken="0"' in dom.stdout  # every embedded image decoded
     images = int(dom.stdout.split('data-images="')[1].split('"')[0])
     assert images >= 5  # learning curves, sparsity and accuracy matrices
+
+    def measured(name: str) -> float:
+        return float(dom.stdout.split(f'data-{name}="')[1].split('"')[0])
+
+    assert measured("min-font") >= 13  # px: readable at 100% zoom
+    assert measured("min-image-scale") >= 0.75  # figures are not shrunk to thumbnails
+    # Curves are drawn over all seeds of a row, their data written beside them.
+    assert "mean over seeds [0, 1]" in dom.stdout
+    tables = sorted((tmp_path / "figures").glob("*.csv"))
+    assert tables and all(t.read_text().startswith("panel,series,colour,x,mean,") for t in tables)
     for method in ("sparse_maml", "lamaml", "online_sgd"):
         assert method in dom.stdout
-    shot = tmp_path / "report.png"
+    shot = Path(os.environ.get("MESABENCH_REPORT_SHOT", tmp_path / "report.png"))
     subprocess.run(
         [*browser, f"--screenshot={shot}", "--window-size=1400,1800", page.as_uri()],
         capture_output=True,

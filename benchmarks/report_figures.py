@@ -1,0 +1,231 @@
+"""The report's figures, drawn from the store over every seed of a leaderboard row.
+
+Curves are the mean over the row's seeds at each step with a band of one standard
+deviation over seeds (no band for one seed); a panel whose series have no points is left
+out and named in the figure's note. Every series has one colour wherever it appears
+(:data:`COLOURS`), so a legend never calls one curve by another's name. Each figure comes
+with the table it was drawn from (:class:`FigureData`), which the report writes beside it
+as CSV and the tests compare with the figure's own artists.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from dataclasses import dataclass, field
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+
+from benchmarks.plots import SERIES_COLOURS  # noqa: E402
+
+#: One colour per series label, in every panel and every figure.
+COLOURS = SERIES_COLOURS
+FONT_SIZE = 11
+
+
+@dataclass(frozen=True)
+class Panel:
+    """One axis of a row's figure: a title, an x label, a scale and its series."""
+
+    title: str
+    xlabel: str
+    ylabel: str
+    series: tuple[tuple[str, str], ...]  # (metric history key, label)
+    log_y: bool = False
+    x_scale: float = 1.0  # steps are stored as integers: OOD scales are alpha * 100
+
+
+PANELS = (
+    Panel(
+        "Training loss",
+        "logged step",
+        "loss",
+        (("train/loss", "train loss"), ("val/loss", "validation loss")),
+        log_y=True,
+    ),  # fmt: skip
+    Panel(
+        "Accuracy over the stream",
+        "tasks trained",
+        "accuracy",
+        (
+            ("continual/accuracy_seen_tasks", "seen tasks"),
+            ("continual/accuracy_all_tasks", "all tasks"),
+            ("continual/accuracy_current_task", "current task"),
+        ),
+    ),  # fmt: skip
+    Panel(
+        "Online accuracy (test, then train)",
+        "stream step",
+        "accuracy",
+        (("online/accuracy_so_far", "cumulative"), ("online/accuracy_window", "recent window")),
+    ),  # fmt: skip
+    Panel(
+        "Loss vs context size",
+        "context points",
+        "loss",
+        (
+            ("analysis/context_model", "model"),
+            ("analysis/context_gd", "GD (1 step)"),
+            ("analysis/context_ridge", "ridge"),
+            ("analysis/context_gdpp", "GD++ (K steps)"),
+        ),
+        log_y=True,
+    ),  # fmt: skip
+    Panel(
+        "OOD: input scale",
+        "input scale alpha",
+        "loss",
+        (
+            ("analysis/ood_input_model", "model"),
+            ("analysis/ood_input_gd", "GD (1 step)"),
+            ("analysis/ood_input_gdpp", "GD++ (K steps)"),
+        ),
+        log_y=True,
+        x_scale=0.01,
+    ),  # fmt: skip
+    Panel(
+        "OOD: teacher scale",
+        "teacher scale alpha",
+        "loss",
+        (
+            ("analysis/ood_teacher_model", "model"),
+            ("analysis/ood_teacher_gd", "GD (1 step)"),
+            ("analysis/ood_teacher_gdpp", "GD++ (K steps)"),
+        ),
+        log_y=True,
+        x_scale=0.01,
+    ),  # fmt: skip
+    Panel(
+        "Gradient sparsity", "step", "fraction gated off", (("sparsity/overall", "all tensors"),)
+    ),  # fmt: skip
+)
+
+
+@dataclass
+class Curve:
+    """A series' mean and standard deviation over seeds at each step."""
+
+    panel: str
+    label: str
+    colour: str
+    x: list[float]
+    mean: list[float]
+    std: list[float | None]  # None where fewer than two seeds have the step
+    n: list[int]
+
+
+@dataclass
+class FigureData:
+    """What a figure shows, as data: its curves and the panels left out for lack of it."""
+
+    title: str
+    curves: list[Curve] = field(default_factory=list)
+    omitted: list[str] = field(default_factory=list)
+
+    def csv(self) -> str:
+        buffer = io.StringIO()
+        writer = csv.writer(buffer, lineterminator="\n")
+        writer.writerow(["panel", "series", "colour", "x", "mean", "std_over_seeds", "n_seeds"])
+        for c in self.curves:
+            for x, mean, std, n in zip(c.x, c.mean, c.std, c.n, strict=True):
+                writer.writerow([c.panel, c.label, c.colour, repr(x), repr(mean),
+                                 "" if std is None else repr(std), n])  # fmt: skip
+        return buffer.getvalue()
+
+    def note(self) -> str:
+        if not self.omitted:
+            return ""
+        return "no data, left out: " + ", ".join(self.omitted)
+
+
+def mean_curve(histories: list[dict[int, float]]) -> tuple[list, list, list, list]:
+    """Steps, mean, std over seeds (ddof 1; None below two) and n, from one history per seed.
+    Non-finite values (a diverged seed) are left out of that step."""
+    steps = sorted({s for h in histories for s in h})
+    xs, means, stds, ns = [], [], [], []
+    for step in steps:
+        values = [h[step] for h in histories if step in h and math.isfinite(h[step])]
+        if not values:
+            continue
+        mean = sum(values) / len(values)
+        std = (
+            math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
+            if len(values) > 1
+            else None
+        )
+        xs.append(step)
+        means.append(mean)
+        stds.append(std)
+        ns.append(len(values))
+    return xs, means, stds, ns
+
+
+def figure_data(title: str, histories: dict[str, list[dict[int, float]]]) -> FigureData:
+    """Curves of the panels that apply, from ``histories[key]`` (one dict per seed).
+
+    A panel applies when the runs logged any of its keys; one whose series hold no finite
+    point is listed as omitted.
+    """
+    data = FigureData(title)
+    for panel in PANELS:
+        keys = [key for key, _ in panel.series if key in histories]
+        if not keys:
+            continue  # not this protocol's panel
+        curves = []
+        for key, label in panel.series:
+            if key not in histories:
+                continue
+            xs, means, stds, ns = mean_curve(histories[key])
+            if xs:
+                scaled = [x * panel.x_scale for x in xs]
+                curves.append(Curve(panel.title, label, COLOURS[label], scaled, means, stds, ns))
+        if curves:
+            data.curves += curves
+        else:
+            data.omitted.append(panel.title)
+    return data
+
+
+def draw(data: FigureData) -> Figure | None:
+    """The figure of ``data``: one axis per panel with curves, mean line and std band."""
+    panels = list(dict.fromkeys(c.panel for c in data.curves))
+    if not panels:
+        return None
+    spec = {p.title: p for p in PANELS}
+    with plt.rc_context({"font.size": FONT_SIZE}):
+        # At most two panels a line: the figure stays ~1000 px wide, shown unscaled.
+        columns = min(2, len(panels))
+        lines = math.ceil(len(panels) / columns)
+        fig, axes = plt.subplots(
+            lines, columns, figsize=(5.2 * columns, 3.8 * lines + 0.4), squeeze=False
+        )
+        for ax in axes.flat[len(panels) :]:
+            ax.remove()
+        for ax, title in zip(axes.flat, panels, strict=False):
+            panel = spec[title]
+            for curve in (c for c in data.curves if c.panel == title):
+                marker = "o" if len(curve.x) < 12 else None
+                ax.plot(curve.x, curve.mean, color=curve.colour, label=curve.label,
+                        marker=marker)  # fmt: skip
+                band = [(x, m, s) for x, m, s in zip(curve.x, curve.mean, curve.std, strict=True)
+                        if s is not None]  # fmt: skip
+                if band:
+                    xs = [b[0] for b in band]
+                    ax.fill_between(xs, [m - s for _, m, s in band], [m + s for _, m, s in band],
+                                    color=curve.colour, alpha=0.2, linewidth=0)  # fmt: skip
+            if panel.log_y and all(v > 0 for c in data.curves if c.panel == title for v in c.mean):
+                ax.set_yscale("log")
+            ax.set_title(title)
+            ax.set_xlabel(panel.xlabel)
+            ax.set_ylabel(panel.ylabel)
+            ax.legend(fontsize=FONT_SIZE - 1)
+        seeds = max(n for c in data.curves for n in c.n)
+        band = "band: ±1 std over seeds" if seeds > 1 else "one seed: no band"
+        fig.suptitle(f"{data.title} — mean over {seeds} seed(s); {band}", fontsize=FONT_SIZE + 1)
+        fig.tight_layout()
+    return fig

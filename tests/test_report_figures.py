@@ -1,0 +1,100 @@
+"""Report figures: legends match their series, curves are means over seeds with a band,
+panels without data are left out with a note."""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+import statistics
+
+import matplotlib.colors as mcolors
+import pytest
+
+from benchmarks.plots import SERIES_COLOURS, icl_curves_figure
+from benchmarks.report_figures import draw, figure_data
+
+
+def _legend_matches_artists(fig) -> list[tuple[str, str, str]]:
+    """(panel, label, colour) of every legend entry, after checking that the entry's colour
+    is the colour of the plotted line with that label in the same axis."""
+    entries = []
+    for ax in fig.axes:
+        legend = ax.get_legend()
+        if legend is None:
+            continue
+        lines = {line.get_label(): line for line in ax.get_lines()}
+        for handle, text in zip(legend.legend_handles, legend.get_texts(), strict=True):
+            label = text.get_text()
+            assert label in lines, (ax.get_title(), label)
+            drawn = mcolors.to_hex(lines[label].get_color())
+            assert mcolors.to_hex(handle.get_color()) == drawn, (ax.get_title(), label)
+            assert drawn == mcolors.to_hex(SERIES_COLOURS[label]), (ax.get_title(), label)
+            entries.append((ax.get_title(), label, drawn))
+    return entries
+
+
+def test_the_per_run_icl_figure_gives_each_series_its_own_colour_in_every_panel():
+    values = (1.0, 2.0, 3.0, 4.0)
+    curves = {
+        "context": [(n, values) for n in (1, 2, 3)],
+        "ood_input": [(a, values) for a in (0.5, 1.0, 2.0)],
+        "ood_teacher": [(a, values) for a in (0.5, 1.0, 2.0)],
+    }
+    entries = _legend_matches_artists(icl_curves_figure(curves))
+    gdpp = {colour for _, label, colour in entries if label == "GD++ (K steps)"}
+    ridge = {colour for _, label, colour in entries if label == "ridge"}
+    assert len(gdpp) == 1 and len(ridge) == 1 and gdpp != ridge  # the issue-16 bug
+    assert {p for p, label, _ in entries if label == "ridge"} == {"context"}
+
+
+def test_curves_are_the_mean_over_seeds_with_a_std_band():
+    seeds = [
+        {"train/loss": {10: 1.0, 20: 0.5}, "val/loss": {20: 0.7}},
+        {"train/loss": {10: 1.2, 20: 0.4}, "val/loss": {20: 0.9}},
+        {"train/loss": {10: 0.8, 20: math.nan}, "val/loss": {20: 0.8}},  # diverged at 20
+    ]
+    histories = {key: [s[key] for s in seeds] for key in ("train/loss", "val/loss")}
+    data = figure_data("maml", histories)
+    table = list(csv.DictReader(io.StringIO(data.csv())))
+    train = [r for r in table if r["series"] == "train loss"]
+    assert [float(r["x"]) for r in train] == [10.0, 20.0]
+    assert float(train[0]["mean"]) == pytest.approx(1.0)
+    assert float(train[0]["std_over_seeds"]) == pytest.approx(statistics.stdev([1.0, 1.2, 0.8]))
+    assert int(train[1]["n_seeds"]) == 2  # the non-finite value is left out of its step
+    assert float(train[1]["mean"]) == pytest.approx(0.45)
+    (val,) = [r for r in table if r["series"] == "validation loss"]  # one point: still shown
+    assert float(val["mean"]) == pytest.approx(0.8) and int(val["n_seeds"]) == 3
+    fig = draw(data)
+    entries = _legend_matches_artists(fig)
+    assert {label for _, label, _ in entries} == {"train loss", "validation loss"}
+    for _, label, colour in entries:
+        assert {r["colour"] for r in table if r["series"] == label} == {SERIES_COLOURS[label]}
+    (ax,) = fig.axes
+    bands = ax.collections  # fill_between: one band per series with >= 2 seeds
+    assert len(bands) == 2
+    assert "mean over 3 seed(s)" in fig._suptitle.get_text()
+
+
+def test_ood_panels_have_no_ridge_and_panels_without_data_are_left_out():
+    one = [{100: 1.0, 200: 3.0}]
+    histories = {
+        "analysis/context_model": [{1: 2.0, 2: 1.0}],
+        "analysis/context_gd": [{1: 2.5, 2: 1.2}],
+        "analysis/context_ridge": [{1: 3.0, 2: 0.9}],
+        "analysis/context_gdpp": [{1: 2.2, 2: 1.1}],
+        "analysis/ood_input_model": one,
+        "analysis/ood_input_gd": one,
+        "analysis/ood_input_gdpp": one,
+        "train/loss": [{10: math.nan}],  # a run that diverged at its only logged step
+    }
+    data = figure_data("lsa", histories)
+    assert data.omitted == ["Training loss"] and "Training loss" in data.note()
+    fig = draw(data)
+    titles = [ax.get_title() for ax in fig.axes]
+    assert titles == ["Loss vs context size", "OOD: input scale"]
+    entries = _legend_matches_artists(fig)
+    ood = {label: colour for panel, label, colour in entries if panel == "OOD: input scale"}
+    assert set(ood) == {"model", "GD (1 step)", "GD++ (K steps)"}
+    assert [x for x in fig.axes[1].get_lines()[0].get_xdata()] == [1.0, 2.0]  # alpha, not 100
+    assert len(fig.axes[0].collections) == 0  # one seed: no band
