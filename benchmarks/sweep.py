@@ -410,18 +410,34 @@ class RayBackend:
 
     def __init__(self, address: str | None, cpus: float, gpus: float, local_cpus: int):
         self.address, self.cpus, self.gpus, self.local_cpus = address, cpus, gpus, local_cpus
+        self._started_here = False
 
-    def run(self, jobs: list[tuple[Cell, list[str]]], env: dict[str, str], report: Report) -> None:
+    def connect(self) -> None:
+        """Join (or start) Ray and refuse cells it could never place: before any is recorded."""
         import ray
 
-        started_here = not ray.is_initialized()
-        if started_here:
+        self._started_here = not ray.is_initialized()
+        if self._started_here:
             if self.address:
                 ray.init(address=self.address, log_to_driver=False)
             else:  # a local instance, sized like the local pool
                 ray.init(num_cpus=self.local_cpus, include_dashboard=False, log_to_driver=False)
         try:
             check_ray_resources(ray.cluster_resources(), self.cpus, self.gpus)
+        except ConfigError:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        import ray
+
+        if self._started_here:
+            ray.shutdown()
+
+    def run(self, jobs: list[tuple[Cell, list[str]]], env: dict[str, str], report: Report) -> None:
+        import ray
+
+        try:
             remote = ray.remote(num_cpus=self.cpus, num_gpus=self.gpus)(_ray_cell)
             pending = {remote.remote(argv, env): cell for cell, argv in jobs}
             while pending:
@@ -430,8 +446,7 @@ class RayBackend:
                     code, output = ray.get(ref)
                     report(pending.pop(ref), code, output)
         finally:
-            if started_here:
-                ray.shutdown()
+            self.close()
 
 
 def run_sweep(
@@ -446,6 +461,14 @@ def run_sweep(
     from benchmarks.lifecycle import Heartbeat
 
     hashes = plan_cells(spec)  # all validation first: bad input runs nothing
+    cpus = os.cpu_count() or 1
+    if backend == "ray":
+        runner: Any = RayBackend(address, spec.cpus_per_cell, spec.gpus_per_cell, workers)
+        runner.connect()  # a cell no node can place is refused here, before anything runs
+        env = cell_env(max(1, int(spec.cpus_per_cell)), remote=True)
+    else:
+        runner = LocalBackend(workers)
+        env = cell_env(max(1, cpus // workers))
     result = SweepResult()
     keys = {(cell.method, hashes[cell], cell.seed) for cell in spec.cells()}
     result.lost = close_lost_runs(tracker, spec.benchmark, keys)
@@ -483,14 +506,7 @@ def run_sweep(
                 say(f"FAILED  {cell.label()}: {reason}")
 
     jobs = [(cell, cell_command(spec, cell, tracker.uri, parent)) for cell in todo]
-    cpus = os.cpu_count() or 1
     try:
-        if backend == "ray":
-            runner: Any = RayBackend(address, spec.cpus_per_cell, spec.gpus_per_cell, workers)
-            env = cell_env(max(1, int(spec.cpus_per_cell)), remote=True)
-        else:
-            runner = LocalBackend(workers)
-            env = cell_env(max(1, cpus // workers))
         runner.run(jobs, env, report)
     except KeyboardInterrupt:
         result.interrupted = True

@@ -228,3 +228,21 @@ def test_leaderboard_and_ui_keep_working_while_a_sweep_writes(tmp_path, capsys):
         ui.terminate()
         ui.wait(timeout=30)
     assert len([r for r in _cells(_runs(store)) if r.info.status == "FINISHED"]) == 4
+
+
+@pytest.mark.slow
+def test_ray_cells_no_node_can_place_are_refused_before_anything_runs(tmp_path, run_cli):
+    store = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    sweep = tmp_path / "gpu.yaml"
+    sweep.write_text("benchmark: sinusoid-5shot\nmethods: [maml]\nseeds: 0\ngpus_per_cell: 1\n")
+    began = time.monotonic()
+    done = run_cli("sweep", str(sweep), "--backend", "ray", "--tracking-uri", store)
+    assert time.monotonic() - began < 120  # refused, not waiting for a GPU forever
+    assert done.returncode == 2, done.stderr
+    last = done.stderr.strip().splitlines()[-1]  # Ray's own start-up notes come before it
+    assert last == (
+        "error: gpus_per_cell is 1 but the Ray cluster has 0 GPUs in all; lower gpus_per_cell "
+        "or add nodes"
+    )
+    assert "Traceback" not in done.stderr
+    assert _runs(store) == []  # no sweep run, no cell
