@@ -220,12 +220,9 @@ def cmd_run(args, console: Console) -> int:
             raise UsageError(f"cannot resume run {args.resume!r}: {err}") from None
         plan = plan_from_dict(body)
         run_id = args.resume
-        try:
-            prepare_data(plan)
-        except UsageError as err:
-            tracker.finish("KILLED", error=f"resume refused: {err}")
-            raise
+        prepare_data(plan)  # before the run is touched: a refusal leaves it as it was
         checkpoint = tracker.load_checkpoint()
+        tracker.resume()
     try:
         return _train(plan, tracker, run_id, checkpoint, console)
     finally:
@@ -290,6 +287,8 @@ def _train(plan, tracker, run_id: str, checkpoint, console: Console) -> int:
             final = execute(plan, tracker, progress=progress, checkpoint=checkpoint)
         tracker.finish("FINISHED")
     except (KeyboardInterrupt, SystemExit, BrokenPipeError) as err:
+        if tracker.closed_as == "FINISHED":
+            return EXIT_OK  # interrupted after the run was recorded: it stays FINISHED
         why = "interrupted" if isinstance(err, KeyboardInterrupt) else "output pipe closed"
         tracker.finish("KILLED", error=why)
         sys.stderr.write(f"{why}: run {run_id} marked KILLED; resume with --resume {run_id}\n")

@@ -459,6 +459,7 @@ def run_sweep(
 ) -> SweepResult:
     """Run the cells of ``spec`` that have not finished yet; returns the summary."""
     from benchmarks.lifecycle import Heartbeat
+    from benchmarks.tracking import write_tags
 
     hashes = plan_cells(spec)  # all validation first: bad input runs nothing
     cpus = os.cpu_count() or 1
@@ -480,7 +481,7 @@ def run_sweep(
         else:
             todo.append(cell)
     parent = parent_run(tracker, spec)
-    heartbeat = Heartbeat(lambda tags: _beat(tracker.client, parent, tags)).start()
+    heartbeat = Heartbeat(lambda tags: write_tags(tracker.client, parent, tags)).start()
     say = progress or (lambda line: log.info(line))
     lost = f", {result.lost} lost run(s) closed as FAILED" if result.lost else ""
     say(f"sweep {spec.sweep_id()}: {len(todo)} to run, {len(result.skipped)} already "
@@ -517,10 +518,6 @@ def run_sweep(
     tracker.client.set_terminated(parent, status=status)
     return result
 
-
-def _beat(client, run_id: str, tags: dict[str, str]) -> None:
-    for key, value in tags.items():
-        client.set_tag(run_id, key, value)
 
 
 def summary_line(result: SweepResult) -> str:

@@ -154,6 +154,11 @@ def open_store(uri: str) -> RetryingClient:
     return RetryingClient(client)
 
 
+def write_tags(client, run_id: str, tags: dict[str, str]) -> None:
+    """Set several tags of a run in one call (a heartbeat is two)."""
+    client.log_batch(run_id, tags=[RunTag(k, v) for k, v in tags.items()])
+
+
 class MlflowTracker:
     """A :class:`benchmarks.recording.Recorder` that writes one MLflow run."""
 
@@ -161,6 +166,9 @@ class MlflowTracker:
         self.uri = normalise_uri(tracking_uri or default_tracking_uri())
         self.client = open_store(self.uri)
         self.run_id: str | None = None
+        #: The status the run was closed with, once it was (a closed run is never reopened
+        #: by an interruption that lands afterwards).
+        self.closed_as: str | None = None
         self._heartbeat: Heartbeat | None = None
         self._pending: list[Metric] = []
         self._last_flush = time.monotonic()
@@ -216,20 +224,12 @@ class MlflowTracker:
 
     def _start_heartbeat(self) -> None:
         run_id = self.run_id
-
-        def beat(tags: dict[str, str]) -> None:
-            self.client.log_batch(run_id, tags=[RunTag(k, v) for k, v in tags.items()])
-
-        self._heartbeat = Heartbeat(beat).start()
-
-    def status_of(self, run_id: str) -> str:
-        return self.client.get_run(run_id).info.status
+        self._heartbeat = Heartbeat(lambda tags: write_tags(self.client, run_id, tags)).start()
 
     def reopen(self, run_id: str) -> dict[str, Any]:
-        """Continue a run: returns its stored plan dict; later metrics skip logged steps.
-
-        A FINISHED run is refused (ValueError) before anything about it changes.
-        """
+        """Read a run to continue: returns its stored plan dict; later metrics skip logged
+        steps. Nothing in the store changes until :meth:`resume`. A FINISHED run is refused
+        (ValueError)."""
         run = self.client.get_run(run_id)
         if run.info.status == "FINISHED":
             raise ValueError(f"run {run_id} is FINISHED; there is nothing to resume")
@@ -238,10 +238,12 @@ class MlflowTracker:
             history = self.client.get_metric_history(run_id, key)
             self._logged_up_to[key] = max(m.step for m in history)
         path = self.client.download_artifacts(run_id, CONFIG_PATH, tempfile.mkdtemp())
-        body = json.loads(Path(path).read_text())
-        self.client.update_run(run_id, status="RUNNING")
+        return json.loads(Path(path).read_text())
+
+    def resume(self) -> None:
+        """Mark the reopened run RUNNING again and start its heartbeat."""
+        self.client.update_run(self.run_id, status="RUNNING")
         self._start_heartbeat()
-        return body
 
     def load_checkpoint(self) -> dict[str, Any] | None:
         assert self.run_id is not None
@@ -261,6 +263,7 @@ class MlflowTracker:
         if error is not None:
             self.client.set_tag(self.run_id, "error", error[:5000])
         self.client.set_terminated(self.run_id, status=status)
+        self.closed_as = status
 
     # -- the Recorder interface ---------------------------------------------------------
     def log_metrics(self, metrics: dict[str, float], step: int) -> None:
