@@ -375,8 +375,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     # Plain one-line records on stderr: readable in a terminal, a CI log and a grep.
     logging.basicConfig(level=logging.INFO, format="%(levelname)s: %(message)s")
     # MLflow's own progress notes ("Creating initial MLflow database tables...") are not ours
-    # to show; its warnings and errors still are.
-    logging.getLogger("mlflow").setLevel(logging.WARNING)
+    # to show; its warnings and errors still are. (Read by MLflow when it is imported.)
+    os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")
     # A polite kill (SIGTERM) and a closed terminal (SIGHUP) are interruptions too: the run
     # is marked KILLED, not lost.
     signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)

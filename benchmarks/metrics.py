@@ -1,4 +1,5 @@
-"""Summary statistics used by every protocol and the leaderboard."""
+"""Summary statistics of one run, used by the protocols (the leaderboard's statistics over
+seeds are in :mod:`benchmarks.statistics`)."""
 
 from __future__ import annotations
 
@@ -21,14 +22,6 @@ def mean_ci95(values: torch.Tensor | Sequence[float]) -> tuple[float, float]:
     if t.numel() == 1:
         return t.item(), 0.0
     return t.mean().item(), 1.96 * t.std(unbiased=True).item() / math.sqrt(t.numel())
-
-
-def mean_std(values: Sequence[float]) -> tuple[float, float]:
-    """Mean and sample standard deviation (0 for a single value)."""
-    t = torch.as_tensor(list(values), dtype=torch.float64)
-    if t.numel() == 0:
-        return math.nan, math.nan
-    return t.mean().item(), (t.std(unbiased=True).item() if t.numel() > 1 else 0.0)
 
 
 def continual_metrics(

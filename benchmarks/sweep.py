@@ -519,7 +519,6 @@ def run_sweep(
     return result
 
 
-
 def summary_line(result: SweepResult) -> str:
     line = f"done {len(result.done)}, failed {len(result.failed)}, skipped {len(result.skipped)}"
     if result.elsewhere:
