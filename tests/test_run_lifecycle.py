@@ -262,3 +262,26 @@ def test_exclusive_runs_never_repeat_a_finished_cell(store, capsys):
     (board,) = json.loads(capsys.readouterr().out)
     assert board["duplicates_dropped"] == 1
     assert [r["n"] for r in board["rows"] if r["method"] == "fomaml"] == [1]
+
+
+def test_a_sweep_closes_its_own_lost_cells_when_it_starts(store, capsys, monkeypatch):
+    monkeypatch.setenv(INTERVAL_ENV, "0.2")
+    overrides = dict(item.split("=") for item in TINY[1::2])
+    tracker = MlflowTracker(store)
+    lost = tracker.start(plan_run("fomaml", "sinusoid-5shot", 0, overrides, device="cpu"), "x")
+    other = MlflowTracker(store)  # a lost run of a cell outside the sweep: left alone
+    stranger = other.start(plan_run("anil", "sinusoid-5shot", 0, overrides, device="cpu"), "x")
+    tracker._heartbeat.stop()
+    other._heartbeat.stop()
+    time.sleep(1.3)
+    capsys.readouterr()
+    code = main(["sweep", "--benchmark", "sinusoid-5shot", "--methods", "fomaml", "--seeds", "0",
+                 *TINY, "--tracking-uri", store])  # fmt: skip
+    assert code == 0
+    assert "1 lost run(s) closed as FAILED" in capsys.readouterr().out
+    client = MlflowClient(store)
+    assert client.get_run(lost).info.status == "FAILED"
+    assert client.get_run(lost).data.tags["error"].startswith("lost: no heartbeat since")
+    assert client.get_run(stranger).info.status == "RUNNING"
+    cells = [r for r in _runs(store) if r.data.tags.get("mesabench.method") == "fomaml"]
+    assert sorted(r.info.status for r in cells) == ["FAILED", "FINISHED"]
