@@ -214,6 +214,18 @@ def with_known_fields(config: Any, values: Mapping[str, Any]) -> Any:
     return dataclasses.replace(config, **known) if known else config
 
 
+def with_fields(config: Any, values: Mapping[str, Any], layer: str) -> Any:
+    """``dataclasses.replace`` that refuses a key ``config`` lacks, naming the ``layer``
+    that set it and the closest field names."""
+    names = field_names(config)
+    for key in values:
+        if key not in names:
+            near = difflib.get_close_matches(key, names, n=3)
+            hint = f"; did you mean {', '.join(near)}?" if near else ""
+            raise ConfigError(f"{layer} sets unknown setting {key!r}{hint}")
+    return dataclasses.replace(config, **values) if values else config
+
+
 def as_dict(config: Any) -> dict[str, Any]:
     return {f.name: getattr(config, f.name) for f in dataclasses.fields(config)}
 
@@ -238,6 +250,7 @@ __all__ = [
     "validate",
     "apply_overrides",
     "with_known_fields",
+    "with_fields",
     "as_dict",
     "from_dict",
 ]

@@ -6,6 +6,7 @@ touches the results store.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from dataclasses import dataclass
@@ -17,15 +18,16 @@ from benchmarks.config import (
     ConfigError,
     apply_overrides,
     as_dict,
+    field_names,
     from_dict,
     validate,
-    with_known_fields,
+    with_fields,
 )
 from benchmarks.plugins import load_plugins
 from benchmarks.protocols import PROTOCOLS
 from benchmarks.recording import Recorder
 from benchmarks.specs import BENCHMARKS, BenchmarkSpec
-from methods.api import Method
+from methods.api import SHARED_SETTINGS, Method
 from methods.registry import METHODS, MethodEntry
 
 DEFAULT_BENCHMARK = "sinusoid-5shot"
@@ -98,15 +100,36 @@ def resolve_device(device: str) -> str:
     return device
 
 
+def _shared_defaults(entry: MethodEntry, values: dict[str, Any], layer: str) -> dict[str, Any]:
+    """The part of a benchmark-wide default that this method takes: names of the shared
+    vocabulary that the method declares (``shared_settings``) and has as fields. A name
+    outside the vocabulary is an error in the layer that set it."""
+    unknown = sorted(set(values) - set(SHARED_SETTINGS))
+    if unknown:
+        raise ConfigError(
+            f"{layer} sets {unknown} for every method, but only the shared settings "
+            f"{sorted(SHARED_SETTINGS)} may be; set others per method (method_settings)"
+        )
+    fields = set(field_names(entry.cls.Config()))
+    return {k: v for k, v in values.items() if k in entry.cls.shared_settings and k in fields}
+
+
 def _method_defaults(name: str, entry: MethodEntry, spec: BenchmarkSpec, task: Any) -> Any:
-    """Method config defaults, lowest first: the method class, the task source (scale of
-    the problem), the benchmark, the named variant (what makes sparse_maml sparse), then
-    the benchmark's published settings for this very method."""
+    """Method config defaults, lowest first: the method class; the task source's and the
+    benchmark's defaults for every method (scale of the problem, a paper's settings), of
+    which a method takes only the shared settings it declares; the named variant (what
+    makes sparse_maml sparse); then the benchmark's settings for this very method. The last
+    two are strict: a key the method lacks is an error naming the layer."""
     config = entry.cls.Config()
-    config = with_known_fields(config, task.build().method_defaults())
-    config = with_known_fields(config, spec.method_defaults)
-    config = with_known_fields(config, entry.defaults)
-    config = with_known_fields(config, spec.method_settings.get(name, {}))
+    for values, layer in (
+        (task.build().method_defaults(), f"the task source of {spec.name}"),
+        (dict(spec.method_defaults), f"benchmark {spec.name}"),
+    ):
+        config = dataclasses.replace(config, **_shared_defaults(entry, values, layer))
+    config = with_fields(config, entry.defaults, f"method {name}'s registered variant")
+    config = with_fields(
+        config, spec.method_settings.get(name, {}), f"benchmark {spec.name}'s settings for {name}"
+    )
     validate(config, prefix="method.")
     return config
 

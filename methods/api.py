@@ -22,6 +22,22 @@ class MethodConfig:
     """Base class for method configs (frozen dataclasses, validated by the harness)."""
 
 
+#: Settings a benchmark may give every method at once, each with its one meaning. A method
+#: takes such a benchmark default only for the names in its ``shared_settings``; any other
+#: field keeps the method's own default, so a default meant for the MAML family never
+#: overwrites a plugin's same-named field that means something else.
+SHARED_SETTINGS: dict[str, str] = {
+    "inner_lr": "step size of the inner (per-task adaptation) loop",
+    "inner_steps": "inner-loop steps per task during meta-training",
+    "test_inner_steps": "inner-loop steps per task at meta-test",
+    "glances": "gradient steps taken on each incoming batch of a stream",
+    "modulation_lr": "learning rate of learned step sizes or gradient masks",
+    "rate_init": "initial value of learned per-parameter step sizes",
+    "buffer_size": "replay buffer capacity, in samples",
+    "online_lr": "learning rate of the updates made on the stream",
+}
+
+
 class Method(ABC):
     """A learner that learns to learn.
 
@@ -34,6 +50,10 @@ class Method(ABC):
     protocols: ClassVar[frozenset[str]] = frozenset()
     #: True if ``predict``'s ``steps`` changes anything (gradient-based adaptation).
     uses_inner_steps: ClassVar[bool] = False
+    #: Names of :data:`SHARED_SETTINGS` this method takes from a benchmark's defaults (its
+    #: fields of those names mean what the vocabulary says). None by default: a new method
+    #: opts in explicitly; the built-in families take them all.
+    shared_settings: ClassVar[frozenset[str]] = frozenset()
 
     def __init__(self, config: Any, problem: Problem, device: torch.device):
         self.config = config

@@ -15,7 +15,7 @@ from torch import Tensor, nn
 
 from benchmarks.config import param
 from datasets.tasks import Problem
-from methods.api import ContinualMethod
+from methods.api import SHARED_SETTINGS, ContinualMethod
 from methods.networks import build_network
 from methods.registry import register_method
 from methods.replay import ReservoirBuffer
@@ -39,6 +39,8 @@ def own_seed() -> int:
 
 class StreamLearner(ContinualMethod):
     """Shared parts of learners that own one network: prediction and parameter counts."""
+
+    shared_settings = frozenset(SHARED_SETTINGS)
 
     network: nn.Module
 

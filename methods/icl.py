@@ -15,7 +15,7 @@ from torch import Tensor, nn
 from benchmarks.config import ConfigError, param
 from datasets.tasks import Problem, TaskBatch
 from datasets.tokens import context_tokens, interleaved_tokens, query_tokens, read_prediction
-from methods.api import EpisodicMethod
+from methods.api import SHARED_SETTINGS, EpisodicMethod
 from methods.attention import LSABlock
 from methods.losses import per_task_loss
 from methods.reference_algorithms import gd_token_predict, optimal_one_step_rate, ridge_predict
@@ -24,6 +24,8 @@ from methods.registry import register_method
 
 class InContextMethod(EpisodicMethod):
     """Shared plumbing: problem check, training with Adam, prediction without gradients."""
+
+    shared_settings = frozenset(SHARED_SETTINGS)
 
     protocols = frozenset({"episodic"})
     uses_inner_steps = False

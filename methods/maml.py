@@ -15,7 +15,7 @@ from torch import Tensor
 
 from benchmarks.config import ConfigError, param
 from datasets.tasks import Problem, TaskBatch
-from methods.api import EpisodicMethod
+from methods.api import SHARED_SETTINGS, EpisodicMethod
 from methods.inner_loop import InnerLoop
 from methods.modulation import FixedRate, GradientModulation, LearnedRates
 from methods.networks import build_network, head_names
@@ -88,6 +88,8 @@ def build_modulation(config: MAMLConfig, shapes: dict[str, torch.Size]) -> Gradi
 
 class GradientMetaLearner(EpisodicMethod):
     """MAML and every variant that differs from it only by its gradient modulation."""
+
+    shared_settings = frozenset(SHARED_SETTINGS)
 
     Config = MAMLConfig
     protocols = frozenset({"episodic"})

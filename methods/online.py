@@ -28,7 +28,7 @@ from torch.nn import functional as F
 
 from benchmarks.config import ConfigError, param
 from datasets.tasks import Problem
-from methods.api import EpisodicMethod, OnlineMethod
+from methods.api import SHARED_SETTINGS, EpisodicMethod, OnlineMethod
 from methods.maml import GradientMetaLearner, MAMLConfig
 from methods.registry import register_method
 
@@ -70,6 +70,8 @@ class OnlineMetaConfig(MAMLConfig):
 
 class OnlineMetaLearner(OnlineMethod):
     """Continual-MAML (Caccia et al. 2020) and the OSAKA baselines, by configuration."""
+
+    shared_settings = frozenset(SHARED_SETTINGS)
 
     Config = OnlineMetaConfig
     protocols = frozenset({"online"})

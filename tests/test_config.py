@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
-from benchmarks.config import ConfigError, apply_overrides, parse_value, validate
+from benchmarks.config import ConfigError, apply_overrides, param, parse_value, validate
 from benchmarks.protocols import EpisodicConfig
+from benchmarks.runner import plan_run
 from datasets.regression import LinRegConfig, SinusoidConfig
+from methods.api import EpisodicMethod
 from methods.maml import MAMLConfig
 
 
@@ -52,3 +56,74 @@ def test_overrides_resolve_bare_and_qualified_keys():
         apply_overrides({"method": A(), "task": A()}, {"x": "2"})
     with pytest.raises(ConfigError, match="unknown section 'model'"):
         apply_overrides(sections, {"model.inner_lr": "1"})
+
+
+@dataclasses.dataclass(frozen=True)
+class _CollidingConfig:
+    # Same names as the MAML family's settings, other meanings.
+    inner_lr: float = param(0.5, min=0.0, help="width of this plugin's kernel")
+    inner_steps: int = param(7, min=1, help="neighbours this plugin averages")
+
+
+class _Colliding(EpisodicMethod):
+    Config = _CollidingConfig
+    protocols = frozenset({"episodic"})
+
+    def meta_train_step(self, batch):  # pragma: no cover - planning only
+        return {"loss": 0.0}
+
+    def predict(self, support_x, support_y, query_x, steps=None):  # pragma: no cover
+        return query_x
+
+    def state_dict(self):  # pragma: no cover
+        return {}
+
+    def load_state_dict(self, state):  # pragma: no cover
+        pass
+
+
+@pytest.fixture
+def colliding(monkeypatch):
+    """A plugin-like method registered for one test (removed afterwards)."""
+    from methods.registry import METHODS, MethodEntry
+
+    entries = dict(METHODS.entries)
+    monkeypatch.setattr(METHODS, "entries", entries)
+    METHODS.add("colliding", MethodEntry(_Colliding), "a-plugin 1.0")
+    return _Colliding
+
+
+def test_benchmark_defaults_never_overwrite_a_plugins_same_named_fields(colliding):
+    # linreg-icl's task source gives every method inner_lr = 1.515 (the optimal GD rate);
+    # omniglot-5w1s gives inner_lr 0.4, inner_steps 1 (MAML's settings).
+    for benchmark in ("linreg-icl", "omniglot-5w1s"):
+        plan = plan_run("colliding", benchmark, device="cpu")
+        assert (plan.method.inner_lr, plan.method.inner_steps) == (0.5, 7), benchmark
+    assert plan_run("maml", "omniglot-5w1s", device="cpu").method.inner_lr == 0.4
+    # A method that declares the shared meaning takes the benchmark's value.
+    colliding.shared_settings = frozenset({"inner_lr"})
+    try:
+        plan = plan_run("colliding", "linreg-icl", device="cpu")
+        assert plan.method.inner_lr == pytest.approx(1.515, rel=1e-3)
+        assert plan.method.inner_steps == 7
+    finally:
+        colliding.shared_settings = frozenset()
+
+
+def test_an_unknown_key_in_any_defaults_layer_names_the_layer(colliding, monkeypatch):
+    from benchmarks import specs
+
+    spec = specs.BENCHMARKS.get("sinusoid-5shot").value
+    typo = dataclasses.replace(spec, method_settings={"colliding": {"inner_stepz": 3}})
+    monkeypatch.setitem(specs.BENCHMARKS.entries, "sinusoid-5shot",
+                        dataclasses.replace(specs.BENCHMARKS.entries["sinusoid-5shot"],
+                                            value=typo))  # fmt: skip
+    expected = "sinusoid-5shot's settings for colliding sets unknown setting 'inner_stepz'"
+    with pytest.raises(ConfigError, match=f"benchmark {expected}; did you mean inner_steps"):
+        plan_run("colliding", "sinusoid-5shot", device="cpu")
+    broadcast = dataclasses.replace(spec, method_defaults={"inner_learning_rate": 0.1})
+    monkeypatch.setitem(specs.BENCHMARKS.entries, "sinusoid-5shot",
+                        dataclasses.replace(specs.BENCHMARKS.entries["sinusoid-5shot"],
+                                            value=broadcast))  # fmt: skip
+    with pytest.raises(ConfigError, match="benchmark sinusoid-5shot sets .*inner_learning_rate"):
+        plan_run("maml", "sinusoid-5shot", device="cpu")
