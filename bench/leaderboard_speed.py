@@ -21,7 +21,7 @@ os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 import mlflow  # noqa: E402
 from mlflow.entities import Metric, Param, RunTag  # noqa: E402
 
-from benchmarks.leaderboard import leaderboard_from_store  # noqa: E402
+from benchmarks.leaderboards import leaderboard_from_store  # noqa: E402
 from benchmarks.runner import plan_run  # noqa: E402
 from benchmarks.tracking import MlflowTracker  # noqa: E402
 

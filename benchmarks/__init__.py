@@ -25,3 +25,16 @@ def _check_datasets_package() -> None:
 
 
 _check_datasets_package()
+
+#: The Python API (docs/python-api.md), imported on first use so that ``import benchmarks``
+#: stays light.
+_PUBLIC = {"run": "python_api", "leaderboard": "python_api", "RunResult": "python_api",
+           "RunFailed": "runner", "RunInterrupted": "runner", "ConfigError": "config"}  # fmt: skip
+
+
+def __getattr__(name: str):
+    if name in _PUBLIC:
+        import importlib
+
+        return getattr(importlib.import_module(f"benchmarks.{_PUBLIC[name]}"), name)
+    raise AttributeError(f"module 'benchmarks' has no attribute {name!r}")

@@ -13,7 +13,6 @@ import logging
 import os
 import signal
 import sys
-import traceback
 from collections.abc import Sequence
 
 from rich.console import Console
@@ -264,14 +263,9 @@ def _claim_cell(tracker, plan):
 
 
 def _train(plan, tracker, run_id: str, checkpoint, console: Console) -> int:
-    """Train a started (or reopened) run and close it FINISHED, FAILED or KILLED.
-
-    Every way out is accounted for: an exception is FAILED with its reason; Ctrl-C,
-    SIGTERM, SIGHUP and a closed output pipe (which rich turns into SystemExit) are
-    KILLED and resumable.
-    """
+    """Train a started (or resumed) run, show its progress, say how it ended."""
     from benchmarks.progress import TrainingProgress
-    from benchmarks.runner import execute
+    from benchmarks.runner import RunFailed, RunInterrupted, execute_recorded
 
     completed = 0 if checkpoint is None else checkpoint["iteration"]
     try:
@@ -284,28 +278,25 @@ def _train(plan, tracker, run_id: str, checkpoint, console: Console) -> int:
         with TrainingProgress(
             plan.protocol.total_steps(plan.task), completed, f"{plan.method_name}", console
         ) as progress:
-            final = execute(plan, tracker, progress=progress, checkpoint=checkpoint)
-        tracker.finish("FINISHED")
-    except (KeyboardInterrupt, SystemExit, BrokenPipeError) as err:
-        if tracker.closed_as == "FINISHED":
-            return EXIT_OK  # interrupted after the run was recorded: it stays FINISHED
-        why = "interrupted" if isinstance(err, KeyboardInterrupt) else "output pipe closed"
-        tracker.finish("KILLED", error=why)
-        sys.stderr.write(f"{why}: run {run_id} marked KILLED; resume with --resume {run_id}\n")
+            final = execute_recorded(plan, tracker, progress=progress, checkpoint=checkpoint)
+    except (KeyboardInterrupt, SystemExit, BrokenPipeError):
+        # Before training began (the first prints): the run is closed the same way.
+        if tracker.closed_as is None:
+            tracker.finish("KILLED", error="interrupted")
+        sys.stderr.write(
+            f"interrupted: run {run_id} marked KILLED; resume with --resume {run_id}\n"
+        )
         return EXIT_KILLED
-    except Exception as err:
-        reason = f"{type(err).__name__}: {err}"
-        try:
-            tracker.log_text(traceback.format_exc(), "error.txt")
-        finally:
-            tracker.finish("FAILED", error=reason)
-        sys.stderr.write(f"run failed: {reason} (run {run_id} marked FAILED)\n")
+    except RunInterrupted as err:
+        sys.stderr.write(f"{err}\n")
+        return EXIT_KILLED
+    except RunFailed as err:
+        sys.stderr.write(f"{err}\n")
         return EXIT_FAILED
-    try:
-        console.print(_final_table(final))
-        console.print(f"MLflow run id: [bold]{run_id}[/] (store: {tracker.uri})")
-    except (SystemExit, BrokenPipeError):
-        pass  # the run is recorded FINISHED; only the summary could not be shown
+    console.print(_final_table(final))
+    console.print(f"MLflow run id: [bold]{run_id}[/] (store: {tracker.uri})")
+    if getattr(console.file, "reader_gone", False):
+        sys.stderr.write(f"output closed early; run {run_id} FINISHED and is recorded\n")
     return EXIT_OK
 
 
@@ -371,7 +362,9 @@ def _raise_keyboard_interrupt(signum, frame):
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    console = Console(stderr=False)
+    from benchmarks.progress import WatchedOutput
+
+    console = Console(file=WatchedOutput(sys.stdout))
     # Plain one-line records on stderr: readable in a terminal, a CI log and a grep.
     logging.basicConfig(level=logging.INFO, format="%(levelname)s: %(message)s")
     # MLflow's own progress notes ("Creating initial MLflow database tables...") are not ours

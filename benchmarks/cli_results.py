@@ -1,7 +1,7 @@
 """The commands that read results back: leaderboard, report, ui, compare and runs.
 
 They never write to the store, except ``runs --mark-failed``, which closes lost runs; they
-share the filters of :class:`~benchmarks.leaderboard.RunFilter` and the formats of
+share the filters of :class:`~benchmarks.leaderboards.RunFilter` and the formats of
 :mod:`benchmarks.leaderboard_formats`.
 """
 
@@ -18,7 +18,7 @@ from rich.console import Console
 from rich.table import Table
 
 from benchmarks.config import parse_pairs
-from benchmarks.leaderboard import GROUP_KEYS, RunFilter
+from benchmarks.leaderboards import GROUP_KEYS, RunFilter
 
 
 class ResultsUsageError(Exception):
@@ -107,7 +107,7 @@ def _filter(args) -> RunFilter:
 
 
 def _boards(args, tracker, **options):
-    from benchmarks.leaderboard import benchmarks_in_store, leaderboard_from_store
+    from benchmarks.leaderboards import benchmarks_in_store, leaderboard_from_store
     from benchmarks.runner import benchmark_spec
 
     if args.all:
@@ -242,7 +242,7 @@ def _status_text(run) -> str:
 def cmd_runs(args, console: Console) -> int:
     import time
 
-    from benchmarks.leaderboard import benchmarks_in_store
+    from benchmarks.leaderboards import benchmarks_in_store
     from benchmarks.lifecycle import is_stale, last_heartbeat, lost_reason, mark_lost
     from benchmarks.tracking import MlflowTracker
 

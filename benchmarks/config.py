@@ -94,6 +94,27 @@ def parse_value(tp: Any, text: str, field: str) -> Any:
     raise ConfigError(f"{field} cannot be set from the command line")
 
 
+def coerce_value(tp: Any, value: Any, field: str) -> Any:
+    """A Python value (from the Python API) as a value of annotation ``tp``: strings are
+    parsed like the command line's; lists become tuples; ints are accepted for floats."""
+    if isinstance(value, str):
+        return parse_value(tp, value, field)
+    if isinstance(value, list):
+        value = tuple(value)
+    if _matches(tp, value):
+        whole = isinstance(value, int) and not isinstance(value, bool)
+        if whole and _matches(tp, 0.5) and not _takes_int(tp):
+            value = float(value)  # 3 for a float field is 3.0, as "3" would be
+        return value
+    raise ConfigError(f"{field} must be {_type_name(tp)} (got {value!r})")
+
+
+def _takes_int(tp: Any) -> bool:
+    if get_origin(tp) in (Union, types.UnionType):
+        return any(_takes_int(a) for a in get_args(tp))
+    return tp is int
+
+
 def _matches(tp: Any, value: Any) -> bool:
     origin = get_origin(tp)
     if origin is Literal:
@@ -168,11 +189,12 @@ def field_names(config: Any) -> list[str]:
     return [f.name for f in dataclasses.fields(config)]
 
 
-def apply_overrides(sections: Mapping[str, Any], overrides: Mapping[str, str]) -> dict[str, Any]:
+def apply_overrides(sections: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
     """Return new config sections with ``overrides`` applied and validated.
 
     Keys are either qualified (``method.inner_lr``) or bare (``inner_lr``); a bare key must
-    name a field in exactly one section.
+    name a field in exactly one section. Values are command-line strings or Python values
+    (bool, int, float, str, tuple, list).
     """
     changes: dict[str, dict[str, Any]] = {name: {} for name in sections}
     for key, text in overrides.items():
@@ -199,7 +221,7 @@ def apply_overrides(sections: Mapping[str, Any], overrides: Mapping[str, str]) -
             )
         target = candidates[0]
         tp = get_type_hints(type(sections[target]))[field]
-        changes[target][field] = parse_value(tp, text, f"{target}.{field}")
+        changes[target][field] = coerce_value(tp, text, f"{target}.{field}")
     result = {}
     for name, cfg in sections.items():
         new = dataclasses.replace(cfg, **changes[name]) if changes[name] else cfg

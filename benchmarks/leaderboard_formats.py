@@ -18,7 +18,7 @@ from typing import Any
 
 from rich.table import Table
 
-from benchmarks.leaderboard import Leaderboard, LeaderboardRow
+from benchmarks.leaderboards import Leaderboard, LeaderboardRow
 from benchmarks.references import REFERENCE_VERSION
 from benchmarks.statistics import CONFIDENCE
 

@@ -1,6 +1,9 @@
-"""The progress bar shown while a protocol trains a method."""
+"""The progress bar shown while a protocol trains a method, and the console's output."""
 
 from __future__ import annotations
+
+import io
+import os
 
 from rich.console import Console
 from rich.progress import (
@@ -11,6 +14,53 @@ from rich.progress import (
     TimeElapsedColumn,
     TimeRemainingColumn,
 )
+
+
+class WatchedOutput(io.TextIOBase):
+    """The console's stdout, noting when its reader went away (``run ... | head -1``).
+
+    Writing to a closed pipe never raises here, in whichever thread it happens (rich draws
+    the bar from a thread of its own); :class:`TrainingProgress` raises ``BrokenPipeError``
+    in the training loop at the next step instead, so the run ends KILLED every time.
+    """
+
+    def __init__(self, stream):
+        self.stream = stream
+        self.reader_gone = False
+
+    def _closed(self) -> None:
+        self.reader_gone = True
+        try:  # later writes, and Python's own flush at exit, go nowhere
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, self.stream.fileno())
+            os.close(devnull)
+        except (OSError, ValueError):
+            pass
+
+    def write(self, text: str) -> int:
+        if not self.reader_gone:
+            try:
+                self.stream.write(text)
+            except BrokenPipeError:
+                self._closed()
+        return len(text)
+
+    def flush(self) -> None:
+        if not self.reader_gone:
+            try:
+                self.stream.flush()
+            except BrokenPipeError:
+                self._closed()
+
+    def isatty(self) -> bool:
+        return self.stream.isatty()
+
+    def fileno(self) -> int:
+        return self.stream.fileno()
+
+    @property
+    def encoding(self) -> str:
+        return getattr(self.stream, "encoding", "utf-8")
 
 
 class TrainingProgress:
@@ -39,6 +89,8 @@ class TrainingProgress:
         self._progress.stop()
 
     def __call__(self, done: int, metrics: dict[str, float]) -> None:
+        if getattr(self._progress.console.file, "reader_gone", False):
+            raise BrokenPipeError("the output pipe was closed")
         loss = metrics.get("loss")
         shown = "-" if loss is None else f"{loss:.4f}"
         # Online protocols report the accuracy so far (test, then train).

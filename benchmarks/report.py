@@ -18,8 +18,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import benchmarks
-from benchmarks.leaderboard import Leaderboard
 from benchmarks.leaderboard_formats import as_html_table
+from benchmarks.leaderboards import Leaderboard
 from benchmarks.references import REFERENCE_VERSION
 
 #: Per-run pictures shown beside the averaged curves (one per seed, labelled with it).

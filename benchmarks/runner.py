@@ -226,3 +226,55 @@ def execute(
         progress=progress,
     )
     return protocol.run(method, checkpoint=checkpoint)
+
+
+class RunInterrupted(Exception):
+    """The run was interrupted (Ctrl-C, SIGTERM, SIGHUP, a closed output pipe) and is
+    recorded KILLED; ``--resume`` (or ``benchmarks.run(resume=...)``) continues it."""
+
+    def __init__(self, run_id: str, why: str):
+        super().__init__(f"{why}: run {run_id} marked KILLED; resume with --resume {run_id}")
+        self.run_id, self.why = run_id, why
+
+
+class RunFailed(Exception):
+    """The run raised and is recorded FAILED with the reason (``error`` tag, error.txt)."""
+
+    def __init__(self, run_id: str, reason: str):
+        super().__init__(f"run failed: {reason} (run {run_id} marked FAILED)")
+        self.run_id, self.reason = run_id, reason
+
+
+def execute_recorded(plan: RunPlan, tracker, progress=None, checkpoint=None) -> dict[str, float]:
+    """Run ``plan`` into a started (or resumed) tracker run and close that run.
+
+    Every way out is recorded: FINISHED with the final metrics; an exception is FAILED
+    with its reason (raises :class:`RunFailed`); Ctrl-C, SIGTERM, SIGHUP and an output
+    pipe found closed while training are KILLED and resumable (raises
+    :class:`RunInterrupted`). An interruption that lands after the run was closed
+    FINISHED leaves it FINISHED.
+    """
+    import traceback
+
+    try:
+        final = execute(plan, tracker, progress=progress, checkpoint=checkpoint)
+        tracker.finish("FINISHED")
+        return final
+    except (KeyboardInterrupt, SystemExit, BrokenPipeError) as err:
+        if tracker.closed_as == "FINISHED":
+            return _final_of(tracker)
+        why = "interrupted" if isinstance(err, KeyboardInterrupt) else "output pipe closed"
+        tracker.finish("KILLED", error=why)
+        raise RunInterrupted(tracker.run_id, why) from None
+    except Exception as err:
+        reason = f"{type(err).__name__}: {err}"
+        try:
+            tracker.log_text(traceback.format_exc(), "error.txt")
+        finally:
+            tracker.finish("FAILED", error=reason)
+        raise RunFailed(tracker.run_id, reason) from err
+
+
+def _final_of(tracker) -> dict[str, float]:
+    metrics = tracker.client.get_run(tracker.run_id).data.metrics
+    return {k: v for k, v in metrics.items() if k.startswith("final/")}

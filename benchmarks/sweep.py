@@ -207,7 +207,7 @@ def plan_cells(spec: SweepSpec) -> dict[Cell, str]:
 
 def finished_keys(tracker, benchmark: str) -> set[tuple[str, str, int]]:
     """(method, config hash, seed) of every FINISHED run of ``benchmark`` in the store."""
-    from benchmarks.leaderboard import read_runs
+    from benchmarks.leaderboards import read_runs
     from benchmarks.tracking import sqlite_path
 
     experiment = tracker.experiment_id(benchmark, create=False)

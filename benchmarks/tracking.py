@@ -21,6 +21,9 @@ from typing import Any
 
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # no bars in reports
+# MLflow's own progress notes ("Creating initial MLflow database tables...") are not ours to
+# show; its warnings and errors still are. Read by MLflow when it is first imported.
+os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")
 
 import torch  # noqa: E402
 from mlflow.entities import Metric, Param, RunTag  # noqa: E402

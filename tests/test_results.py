@@ -179,7 +179,7 @@ def test_grouping_filters_and_other_versions(store, capsys):
 
 
 def test_published_rows_stand_beside_ours_and_outside_our_statistics(store, capsys):
-    from benchmarks.leaderboard import build_leaderboard
+    from benchmarks.leaderboards import build_leaderboard
 
     board = build_leaderboard([], "mnist-rotations")
     refs = [r for r in board.rows if r.is_reference]
@@ -363,7 +363,7 @@ def test_ui_serves_the_store_on_localhost(populated):
 
 
 def test_the_direct_sqlite_reader_equals_the_mlflow_client(store):
-    from benchmarks.leaderboard import read_runs
+    from benchmarks.leaderboards import read_runs
     from benchmarks.tracking import sqlite_path
 
     _fake_run(store, "maml", 0, {"final/test_loss": 0.5, "final/train_time_s": 3.0})
