@@ -314,7 +314,7 @@ def prepare_data(plan) -> None:
 def cmd_sweep(args, console: Console) -> int:
     from pathlib import Path
 
-    from benchmarks.sweep import run_sweep, spec_from_args, spec_from_file, summary_line
+    from benchmarks.sweep import plan_cells, run_sweep, spec_from_args, spec_from_file, summary_line
     from benchmarks.tracking import MlflowTracker
 
     if args.file is not None:
@@ -331,6 +331,7 @@ def cmd_sweep(args, console: Console) -> int:
     if args.workers < 1:
         raise UsageError(f"--workers must be >= 1 (got {args.workers})")
     _report_plugin_errors(console)
+    plan_cells(spec)  # every cell validated before the store is even opened
     tracker = MlflowTracker(args.tracking_uri)
     result = run_sweep(
         spec, tracker, args.backend, args.workers, args.address, progress=console.print

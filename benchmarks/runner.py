@@ -27,7 +27,7 @@ from benchmarks.plugins import load_plugins
 from benchmarks.protocols import PROTOCOLS
 from benchmarks.recording import Recorder
 from benchmarks.specs import BENCHMARKS, BenchmarkSpec
-from methods.api import SHARED_SETTINGS, Method
+from methods.api import SHARED_SETTINGS, IncompatibleSetting, Method
 from methods.registry import METHODS, MethodEntry
 
 DEFAULT_BENCHMARK = "sinusoid-5shot"
@@ -174,6 +174,10 @@ def plan_run(
     )
     method_config = _method_defaults(method, entry, spec, first["task"])
     resolved = apply_overrides({"method": method_config, **sections}, overrides)
+    try:  # settings that cannot work on this benchmark's problem: refused before recording
+        entry.cls.check_config(resolved["method"], resolved["task"].build().problem)
+    except IncompatibleSetting as err:
+        raise ConfigError(str(err)) from None
     return RunPlan(
         method_name=method,
         benchmark=benchmark,

@@ -38,6 +38,12 @@ SHARED_SETTINGS: dict[str, str] = {
 }
 
 
+class IncompatibleSetting(ValueError):
+    """A setting that cannot work on the benchmark's problem (e.g. an MLP on images). Raised
+    by :meth:`Method.check_config`; the harness reports it in one line (exit 2) before
+    anything is recorded."""
+
+
 class Method(ABC):
     """A learner that learns to learn.
 
@@ -63,6 +69,13 @@ class Method(ABC):
     @classmethod
     def check_problem(cls, problem: Problem) -> None:
         """Raise ``benchmarks.config.ConfigError`` if the method cannot learn ``problem``."""
+        return None
+
+    @classmethod
+    def check_config(cls, config: Any, problem: Problem) -> None:
+        """Raise :class:`IncompatibleSetting` if ``config`` cannot work on ``problem`` (a
+        network that does not fit its inputs, say). Called with the resolved config before
+        anything is recorded; the default accepts every config."""
         return None
 
     def sparsity(self) -> dict[str, float]:

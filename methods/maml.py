@@ -15,10 +15,10 @@ from torch import Tensor
 
 from benchmarks.config import ConfigError, param
 from datasets.tasks import Problem, TaskBatch
-from methods.api import SHARED_SETTINGS, EpisodicMethod
+from methods.api import SHARED_SETTINGS, EpisodicMethod, IncompatibleSetting
 from methods.inner_loop import InnerLoop
 from methods.modulation import FixedRate, GradientModulation, LearnedRates
-from methods.networks import build_network, head_names
+from methods.networks import build_network, check_network, head_names
 from methods.registry import register_method
 
 
@@ -102,6 +102,14 @@ class GradientMetaLearner(EpisodicMethod):
                 "gradient learners adapt on a support set, which a causal sequence benchmark "
                 "does not separate from its queries"
             )
+
+    @classmethod
+    def check_config(cls, config: MAMLConfig, problem: Problem) -> None:
+        name = problem.network if config.network == "default" else config.network
+        try:
+            check_network(name, problem)
+        except IncompatibleSetting as err:
+            raise IncompatibleSetting(f"method.network={config.network}: {err}") from None
 
     def __init__(self, config: MAMLConfig, problem: Problem, device: torch.device):
         super().__init__(config, problem, device)

@@ -166,6 +166,24 @@ class Conv4(nn.Module):
 NETWORKS = ("mlp", "linear", "conv4")
 
 
+def check_network(name: str, problem: Problem) -> None:
+    """Raise :class:`~methods.api.IncompatibleSetting` if network ``name`` cannot take
+    ``problem``'s inputs."""
+    from methods.api import IncompatibleSetting
+
+    if name == "conv4" and len(problem.input_shape) != 3:
+        raise IncompatibleSetting(
+            f"conv4 needs [channels, height, width] inputs, got {problem.input_shape}"
+        )
+    if name in ("mlp", "linear") and len(problem.input_shape) != 1:
+        raise IncompatibleSetting(
+            f"network {name!r} needs flat inputs, got shape {problem.input_shape}; "
+            "use conv4 (or default) on images"
+        )
+    if name not in NETWORKS:
+        raise IncompatibleSetting(f"unknown network {name!r}; allowed: {', '.join(NETWORKS)}")
+
+
 def build_network(
     name: str,
     problem: Problem,
@@ -175,20 +193,13 @@ def build_network(
 ) -> nn.Module:
     """Build the named network for ``problem``'s input and output sizes (``vmapped``: whether
     it will run under ``vmap``, which rules out fused batch norm)."""
+    check_network(name, problem)
     if name == "conv4":
-        if len(problem.input_shape) != 3:
-            raise ValueError(
-                f"conv4 needs [channels, height, width] inputs, got {problem.input_shape}"
-            )
         in_channels, height, _ = problem.input_shape
         return Conv4(in_channels, height, channels, problem.output_dim, fused_norm=not vmapped)
-    if len(problem.input_shape) != 1 and name in ("mlp", "linear"):
-        raise ValueError(f"network {name!r} needs flat inputs, got shape {problem.input_shape}")
     if name == "mlp":
         return MLP(problem.input_shape[0], hidden, problem.output_dim)
-    if name == "linear":
-        return LinearModel(problem.input_shape[0], problem.output_dim)
-    raise ValueError(f"unknown network {name!r}; allowed: {', '.join(NETWORKS)}")
+    return LinearModel(problem.input_shape[0], problem.output_dim)
 
 
 def head_names(network: nn.Module) -> list[str]:

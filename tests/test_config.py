@@ -127,3 +127,19 @@ def test_an_unknown_key_in_any_defaults_layer_names_the_layer(colliding, monkeyp
                                             value=broadcast))  # fmt: skip
     with pytest.raises(ConfigError, match="benchmark sinusoid-5shot sets .*inner_learning_rate"):
         plan_run("maml", "sinusoid-5shot", device="cpu")
+
+
+def test_a_network_that_cannot_fit_the_benchmark_is_refused_before_recording(tmp_path):
+    from benchmarks.cli import main
+
+    with pytest.raises(ConfigError, match=r"method.network=mlp: network 'mlp' needs flat"):
+        plan_run("maml", "omniglot-5w1s", overrides={"network": "mlp"}, device="cpu")
+    with pytest.raises(ConfigError, match=r"method.network=conv4: conv4 needs \[channels"):
+        plan_run("maml", "sinusoid-5shot", overrides={"network": "conv4"}, device="cpu")
+    assert plan_run("maml", "omniglot-5w1s", overrides={"network": "conv4"}, device="cpu")
+    store = tmp_path / "store" / "mlflow.db"
+    args = ["--benchmark", "omniglot-5w1s", "--set", "network=mlp", "--tracking-uri",
+            f"sqlite:///{store}"]  # fmt: skip
+    assert main(["run", "--method", "maml", *args]) == 2
+    assert main(["sweep", "--methods", "maml,fomaml", "--seeds", "0-1", *args]) == 2
+    assert not store.exists()  # nothing recorded, not even a store
