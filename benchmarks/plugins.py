@@ -80,6 +80,11 @@ def load_plugins() -> list[str]:
     def add_benchmark(name: str, obj: object, source: str) -> None:
         if not isinstance(obj, BenchmarkSpec):
             raise TypeError(f"entry point {name!r} is not a BenchmarkSpec")
+        if obj.name != name:  # the user types the entry point's name; the spec names the runs
+            raise RegistryError(
+                f"entry point {name!r} from {source} holds benchmark spec {obj.name!r}; the "
+                "two names must agree (not registered)"
+            )
         register_benchmark(obj, source)
 
     _load_group(METHOD_GROUP, "method", add_method)

@@ -87,10 +87,32 @@ class Method(ABC):
         return {}
 
     def num_parameters(self) -> int:
+        """Learned entries, as the leaderboard's ``params`` column counts them."""
         return sum(t.numel() for t in self.state_tensors())
 
     def state_tensors(self) -> list[Tensor]:
-        return []
+        """The learned tensors. By default found on the method itself: the parameters of
+        every ``nn.Module`` attribute and every tensor attribute that requires grad (also
+        inside lists, tuples and dicts), each counted once. Override to count otherwise."""
+        found: dict[int, Tensor] = {}
+
+        def visit(value: Any) -> None:
+            if isinstance(value, torch.nn.Module):
+                for parameter in value.parameters():
+                    found.setdefault(id(parameter), parameter)
+            elif isinstance(value, Tensor):
+                if value.requires_grad:
+                    found.setdefault(id(value), value)
+            elif isinstance(value, (list, tuple)):
+                for item in value:
+                    visit(item)
+            elif isinstance(value, dict):
+                for item in value.values():
+                    visit(item)
+
+        for attribute in vars(self).values():
+            visit(attribute)
+        return list(found.values())
 
     @abstractmethod
     def state_dict(self) -> dict[str, Any]:

@@ -1,8 +1,9 @@
 """Name -> thing registries with suggestions, sources and conflict detection.
 
 Built-ins register in code (``register_method``); plugins are added by
-``benchmarks.plugins`` from entry points. A name defined twice is kept as a conflict that
-names both sources, so the suite never silently picks one of them.
+``benchmarks.plugins`` from entry points. A plugin that takes a built-in's name is refused
+alone: the built-in keeps working and the refusal is reported. Two plugins that take one
+name are kept as a conflict that names both sources, so the suite never silently picks one.
 """
 
 from __future__ import annotations
@@ -38,6 +39,11 @@ class Registry(Generic[T]):
     def add(self, name: str, value: T, source: str = BUILTIN, description: str = "") -> None:
         if name in self.entries:
             first = self.entries[name].source
+            if first == BUILTIN and source != BUILTIN:
+                raise RegistryError(
+                    f"{self.kind} {name!r} from {source} refused: the name is a built-in's "
+                    f"(the built-in {name!r} is used); register it under another name"
+                )
             self.conflicts.setdefault(name, [first]).append(source)
             raise RegistryError(
                 f"{self.kind} {name!r} is defined twice: by {first} and by {source}"

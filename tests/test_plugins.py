@@ -96,6 +96,8 @@ def test_docs_example_runs_end_to_end_as_a_plugin(plugin_site, run_cli, tmp_path
     assert run.data.tags["mesabench.method_source"] == "my-methods 0.1"
     assert run.data.params["method.bandwidth"] == "0.5"
     assert run.data.metrics["final/test_loss"] < 10.0
+    # Counted without any help from the plugin: its one learned tensor, the bandwidth.
+    assert run.data.metrics["final/num_params"] == 1.0
 
     # A plugin benchmark, run by a built-in method.
     wide = run_cli(
@@ -118,21 +120,38 @@ def test_docs_example_runs_end_to_end_as_a_plugin(plugin_site, run_cli, tmp_path
     assert builtin.returncode == 0, builtin.stderr
 
 
-def test_duplicate_name_is_an_error_naming_both_sources(plugin_site, tmp_path, run_cli):
+def test_a_plugin_taking_a_builtin_name_is_refused_alone(plugin_site, tmp_path, run_cli):
     other = tmp_path / "other"
     make_distribution(
         other,
         "copycat",
         "0.2",
-        {"copycat": "from methods.maml import GradientMetaLearner as Copy\n"},
-        "[mesabench.methods]\nmaml = copycat:Copy\n",
-    )
-    result = run_cli(
-        "run", "--method", "maml", *TINY, PYTHONPATH=f"{plugin_site}:{other}", cwd=tmp_path
-    )
-    assert result.returncode == 2
-    assert "method 'maml' is defined twice (built-in and copycat 0.2)" in result.stderr
-    assert not (tmp_path / "runs").exists()
+        {"copycat": "from methods.maml import GradientMetaLearner as Copy\n"
+                    "from benchmarks.specs import BenchmarkSpec, BENCHMARKS\n"
+                    "import dataclasses\n"
+                    "WRONG = dataclasses.replace(BENCHMARKS.get('sinusoid-5shot').value,\n"
+                    "                            name='sinusoid-renamed')\n"},
+        "[mesabench.methods]\nmaml = copycat:Copy\nmamlcopy = copycat:Copy\n"
+        "[mesabench.benchmarks]\nsinusoid-typo = copycat:WRONG\n",
+    )  # fmt: skip
+    store = f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}"
+    env = {"PYTHONPATH": f"{plugin_site}:{other}"}
+    result = run_cli("run", "--method", "maml", *TINY, "--tracking-uri", store, **env)
+    assert result.returncode == 0, result.stderr  # the built-in still works
+    assert "method 'maml' from copycat 0.2 refused: the name is a built-in's" in result.stderr
+    run = MlflowClient(store).search_runs(
+        [MlflowClient(store).get_experiment_by_name("sinusoid-5shot").experiment_id]
+    )[0]
+    assert run.data.tags["mesabench.method_source"] == "built-in"
+    listed = run_cli("list", "methods", **env)
+    assert listed.returncode == 0
+    row = next(line for line in listed.stdout.splitlines() if line.startswith("│ maml "))
+    assert "built-in" in row
+    assert "refused: the name is a built-in's" in listed.stderr  # the conflict is shown
+    assert "mamlcopy" in listed.stdout  # the same class under its own name is fine
+    benchmarks = run_cli("list", "benchmarks", **env)
+    assert "entry point 'sinusoid-typo' from copycat 0.2 holds benchmark spec" in benchmarks.stderr
+    assert "sinusoid-renamed" not in benchmarks.stdout
 
 
 def test_plugins_can_be_switched_off(plugin_site, run_cli, tmp_path):
