@@ -20,7 +20,6 @@ from rich.table import Table
 
 from benchmarks.cli_results import ResultsUsageError
 from benchmarks.config import ConfigError, parse_pairs
-from datasets.data_root import DATA_ENV
 from methods.registry import RegistryError
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_ELSEWHERE, EXIT_KILLED = 0, 1, 2, 3, 130
@@ -95,6 +94,9 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--backend", choices=["local", "ray"], default="local")
     sweep.add_argument("--address", default=None, help="Ray cluster address (or 'auto')")
     sweep.add_argument("--tracking-uri", default=None)
+    sweep.add_argument(
+        "--data-root", default=None, help="folder with real datasets, given to every cell"
+    )
     return parser
 
 
@@ -177,9 +179,6 @@ def cmd_run(args, console: Console) -> int:
     from methods.registry import METHODS
 
     overrides = parse_overrides(args.overrides)
-    if args.data_root is not None:
-        # The loaders resolve data through datasets.data_root, which reads this first.
-        os.environ[DATA_ENV] = args.data_root
     _report_plugin_errors(console)
     claim = None
     if args.resume is None:
@@ -193,8 +192,9 @@ def cmd_run(args, console: Console) -> int:
             overrides,
             args.device,
             preset=args.preset,
+            data_root=args.data_root,
         )
-        prepare_data(plan)
+        data_files = prepare_data(plan)
         tracker = MlflowTracker(args.tracking_uri)
         if args.exclusive:
             claim = _claim_cell(tracker, plan)
@@ -208,10 +208,11 @@ def cmd_run(args, console: Console) -> int:
             raise
         if claim is not None:
             claim.hold(run_id)
+        record_data_files(tracker, data_files)
         checkpoint = None
     else:
-        if args.method or args.benchmark or overrides:
-            raise UsageError("--resume takes no --method, --benchmark or --set")
+        if args.method or args.benchmark or overrides or args.data_root:
+            raise UsageError("--resume takes no --method, --benchmark, --set or --data-root")
         tracker = MlflowTracker(args.tracking_uri)
         try:
             body = tracker.reopen(args.resume)
@@ -300,15 +301,38 @@ def _train(plan, tracker, run_id: str, checkpoint, console: Console) -> int:
     return EXIT_OK
 
 
-def prepare_data(plan) -> None:
+def prepare_data(plan) -> list:
     """Load the benchmark's data before anything is recorded; missing or malformed data is
-    bad input (exit 2) with a message saying where we looked and what to do."""
-    from datasets.data_root import DataNotFoundError, DatasetFormatError
+    bad input (exit 2) with a message saying where we looked and what to do. Returns the
+    data files found while loading (for :func:`record_data_files`)."""
+    from datasets.data_root import (
+        DataNotFoundError,
+        DatasetFormatError,
+        files_read,
+        using_data_root,
+    )
 
+    before = set(files_read())
     try:
-        plan.task.build().prepare()
+        with using_data_root(plan.data_root):
+            plan.task.build().prepare()
     except (DataNotFoundError, DatasetFormatError) as err:
         raise UsageError(str(err)) from None
+    return sorted(set(files_read()) - before)
+
+
+#: The artifact listing the data files a run read, with their sizes and SHA-256 digests.
+DATA_FILES_PATH = "data_files.json"
+
+
+def record_data_files(tracker, files: list) -> None:
+    """Log what the run read: path, size and digest of each data file (none: synthetic)."""
+    import json
+
+    from datasets.data_root import file_digests
+
+    if files:
+        tracker.log_text(json.dumps(file_digests(files), indent=2), DATA_FILES_PATH)
 
 
 def cmd_sweep(args, console: Console) -> int:
@@ -320,13 +344,13 @@ def cmd_sweep(args, console: Console) -> int:
     if args.file is not None:
         if args.benchmark or args.methods or args.grid or args.overrides:
             raise UsageError("a sweep file takes no --benchmark, --methods, --grid or --set")
-        spec = spec_from_file(Path(args.file))
+        spec = spec_from_file(Path(args.file), args.data_root)
     else:
         if not args.benchmark or not args.methods:
             raise UsageError("sweep needs a sweep file, or --benchmark and --methods")
         spec = spec_from_args(
             args.benchmark, args.methods, args.seeds, args.grid, args.overrides,
-            args.preset, args.device,
+            args.preset, args.device, args.data_root,
         )  # fmt: skip
     if args.workers < 1:
         raise UsageError(f"--workers must be >= 1 (got {args.workers})")

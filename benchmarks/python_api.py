@@ -13,7 +13,6 @@ from __future__ import annotations
 import io
 import os
 from collections.abc import Mapping, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,25 +41,6 @@ class RunResult:
         return self.metrics[key]
 
 
-@contextmanager
-def _data_root(path: str | os.PathLike | None):
-    # The loaders read the data root from the environment (as --data-root sets it).
-    from datasets.data_root import DATA_ENV
-
-    if path is None:
-        yield
-        return
-    before = os.environ.get(DATA_ENV)
-    os.environ[DATA_ENV] = str(path)
-    try:
-        yield
-    finally:
-        if before is None:
-            os.environ.pop(DATA_ENV, None)
-        else:
-            os.environ[DATA_ENV] = before
-
-
 def run(
     method: str,
     benchmark: str = DEFAULT_BENCHMARK,
@@ -78,21 +58,21 @@ def run(
     Any method, task or protocol setting is a keyword (``iterations=200``,
     ``inner_lr=0.01``, ``eval_steps=(1, 10)``); ``settings`` takes qualified names.
     """
-    from benchmarks.cli import prepare_data
+    from benchmarks.cli import UsageError, prepare_data, record_data_files
     from benchmarks.runner import execute_recorded, plan_run
     from benchmarks.tracking import MlflowTracker
     from methods.registry import METHODS
 
-    with _data_root(data_root):
-        plan = plan_run(method, benchmark, seed, {**(settings or {}), **overrides}, device,
-                        preset)  # fmt: skip
-        try:
-            prepare_data(plan)
-        except Exception as err:  # the CLI's one-line usage error, as a ConfigError here
-            raise ConfigError(str(err)) from None
-        tracker = MlflowTracker(tracking_uri)
-        run_id = tracker.start(plan, METHODS.get(plan.method_name).source)
-        final = execute_recorded(plan, tracker)
+    plan = plan_run(method, benchmark, seed, {**(settings or {}), **overrides}, device, preset,
+                    data_root=None if data_root is None else str(data_root))  # fmt: skip
+    try:
+        data_files = prepare_data(plan)
+    except UsageError as err:  # the CLI's one-line usage error, as a ConfigError here
+        raise ConfigError(str(err)) from None
+    tracker = MlflowTracker(tracking_uri)
+    run_id = tracker.start(plan, METHODS.get(plan.method_name).source)
+    record_data_files(tracker, data_files)
+    final = execute_recorded(plan, tracker)
     info = tracker.client.get_run(run_id).info
     return RunResult(
         run_id=run_id,

@@ -27,6 +27,7 @@ from benchmarks.plugins import load_plugins
 from benchmarks.protocols import PROTOCOLS
 from benchmarks.recording import Recorder
 from benchmarks.specs import BENCHMARKS, BenchmarkSpec
+from datasets.data_root import resolve_data_root, using_data_root
 from methods.api import SHARED_SETTINGS, IncompatibleSetting, Method
 from methods.registry import METHODS, MethodEntry
 
@@ -44,6 +45,9 @@ class RunPlan:
     task: Any
     protocol: Any
     device: str
+    #: Absolute folder searched first for dataset files (None: MESABENCH_DATA is unset and
+    #: the per-user cache is searched). Recorded with the run, not part of its identity.
+    data_root: str | None = None
 
     def sections(self) -> dict[str, Any]:
         return {"method": self.method, "task": self.task, "protocol": self.protocol}
@@ -54,6 +58,7 @@ class RunPlan:
             "benchmark": self.benchmark,
             "seed": self.seed,
             "device": self.device,
+            "data_root": self.data_root,
             **{name: as_dict(cfg) for name, cfg in self.sections().items()},
         }
 
@@ -62,6 +67,7 @@ class RunPlan:
         body = self.to_dict()
         body.pop("seed")
         body.pop("device")
+        body.pop("data_root")  # where the files are on this machine says nothing of the run
         text = json.dumps(body, sort_keys=True, default=str)
         return hashlib.sha256(text.encode()).hexdigest()[:12]
 
@@ -71,6 +77,7 @@ class RunPlan:
             "benchmark": self.benchmark,
             "seed": str(self.seed),
             "device": self.device,
+            "data_root": self.data_root or "-",
         }
         for name, cfg in self.sections().items():
             for key, value in as_dict(cfg).items():
@@ -141,10 +148,12 @@ def plan_run(
     overrides: dict[str, str] | None = None,
     device: str = "auto",
     preset: str | None = None,
+    data_root: str | None = None,
 ) -> RunPlan:
     """Resolve and validate a run; raises ConfigError / RegistryError on bad input.
 
     ``preset`` names one of the benchmark's override sets; explicit ``overrides`` win.
+    ``data_root`` (else ``MESABENCH_DATA``) is recorded in the plan as an absolute path.
     """
     entry = method_entry(method)
     spec = benchmark_spec(benchmark)
@@ -186,6 +195,7 @@ def plan_run(
         task=resolved["task"],
         protocol=resolved["protocol"],
         device=resolve_device(device),
+        data_root=resolve_data_root(data_root),
     )
 
 
@@ -201,6 +211,7 @@ def plan_from_dict(body: dict[str, Any]) -> RunPlan:
         task=from_dict(type(spec.task), body["task"]),
         protocol=from_dict(type(spec.protocol), body["protocol"]),
         device=body["device"],
+        data_root=body.get("data_root"),
     )
 
 
@@ -218,6 +229,11 @@ def execute(
     checkpoint: dict[str, Any] | None = None,
 ) -> dict[str, float]:
     """Run ``plan`` to completion and return its ``final/`` metrics."""
+    with using_data_root(plan.data_root):
+        return _execute(plan, recorder, progress, checkpoint)
+
+
+def _execute(plan: RunPlan, recorder: Recorder, progress, checkpoint) -> dict[str, float]:
     spec = benchmark_spec(plan.benchmark)
     _, protocol_cls = PROTOCOLS[spec.protocol_name]
     method = build_method(plan)

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.config import ConfigError, parse_pairs
+from datasets.data_root import resolve_data_root
 
 log = logging.getLogger("mesabench")
 
@@ -85,6 +86,9 @@ class SweepSpec:
     #: Resources a cell asks Ray for.
     cpus_per_cell: float = 1.0
     gpus_per_cell: float = 0.0
+    #: Folder of the real datasets, given to every cell (and recorded by each); not part of
+    #: the sweep's identity. None: MESABENCH_DATA, else the per-user cache.
+    data_root: str | None = None
 
     def cells(self) -> list[Cell]:
         keys = [k for k, _ in self.grid]
@@ -119,6 +123,7 @@ def spec_from_args(
     settings: Sequence[str] = (),
     preset: str | None = None,
     device: str = "cpu",
+    data_root: str | None = None,
 ) -> SweepSpec:
     grid_items = []
     for key, values in parse_pairs(grid, "--grid").items():
@@ -137,13 +142,14 @@ def spec_from_args(
         settings=tuple(parse_pairs(settings, "--set").items()),
         preset=preset,
         device=device,
+        data_root=resolve_data_root(data_root),
     )
 
 
-def spec_from_file(path: Path) -> SweepSpec:
+def spec_from_file(path: Path, data_root: str | None = None) -> SweepSpec:
     """A YAML sweep file: ``benchmark``, ``methods``, ``seeds``, optional ``grid`` (key: list
     of values), ``set`` (key: value), ``preset``, ``device``, ``cpus_per_cell``,
-    ``gpus_per_cell``."""
+    ``gpus_per_cell``, ``data_root`` (``data_root`` given here wins over the file's)."""
     import yaml
 
     try:
@@ -151,7 +157,7 @@ def spec_from_file(path: Path) -> SweepSpec:
     except (OSError, yaml.YAMLError) as err:
         raise ConfigError(f"cannot read sweep file {path}: {err}") from None
     allowed = {"benchmark", "methods", "seeds", "grid", "set", "preset", "device",
-               "cpus_per_cell", "gpus_per_cell"}  # fmt: skip
+               "cpus_per_cell", "gpus_per_cell", "data_root"}  # fmt: skip
     if not isinstance(body, dict) or not {"benchmark", "methods", "seeds"} <= set(body):
         raise ConfigError(f"{path}: a sweep file needs benchmark, methods and seeds")
     unknown = set(body) - allowed
@@ -171,6 +177,7 @@ def spec_from_file(path: Path) -> SweepSpec:
         device=str(body.get("device", "cpu")),
         cpus_per_cell=float(body.get("cpus_per_cell", 1.0)),
         gpus_per_cell=float(body.get("gpus_per_cell", 0.0)),
+        data_root=resolve_data_root(data_root or body.get("data_root")),
     )
 
 
@@ -199,8 +206,9 @@ def plan_cells(spec: SweepSpec) -> dict[Cell, str]:
     hashes = {}
     for cell in spec.cells():
         plan = plan_run(
-            cell.method, spec.benchmark, cell.seed, dict(cell.overrides), spec.device, spec.preset
-        )
+            cell.method, spec.benchmark, cell.seed, dict(cell.overrides), spec.device, spec.preset,
+            data_root=spec.data_root,
+        )  # fmt: skip
         hashes[cell] = plan.config_hash()
     return hashes
 
@@ -293,6 +301,8 @@ def cell_command(spec: SweepSpec, cell: Cell, uri: str, parent: str) -> list[str
             "--parent", parent, "--device", spec.device, "--exclusive"]  # fmt: skip
     if spec.preset:
         argv += ["--preset", spec.preset]
+    if spec.data_root:
+        argv += ["--data-root", spec.data_root]
     for key, value in cell.overrides:
         argv += ["--set", f"{key}={value}"]
     return argv

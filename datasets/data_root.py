@@ -1,11 +1,19 @@
-"""Where real datasets live (``--data-root``, else ``MESABENCH_DATA``, else a per-user
-cache) and the errors and readers shared by every file loader."""
+"""Where real datasets live (a run's recorded data root, else ``MESABENCH_DATA``, else a
+per-user cache) and the errors and readers shared by every file loader.
+
+A run's plan carries its data root; the harness makes it the active root with
+:func:`using_data_root` while the run loads data, and records the files read
+(:func:`files_read`) with their digests.
+"""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import zipfile
 import zlib
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -43,11 +51,58 @@ def cache_dir() -> Path:
     return Path(base) / "mesabench"
 
 
+_active_root: str | None = None
+_files_read: set[Path] = set()
+
+
+@contextmanager
+def using_data_root(root: str | os.PathLike | None) -> Iterator[None]:
+    """Search ``root`` first while the block runs (a run's recorded data root)."""
+    global _active_root
+    before, _active_root = _active_root, None if root is None else str(root)
+    try:
+        yield
+    finally:
+        _active_root = before
+
+
+def active_data_root() -> str | None:
+    """The root searched first now: the run's (while active), else ``MESABENCH_DATA``. The
+    loaders pass it on, so that their caches never mix files of two roots."""
+    return _active_root or os.environ.get(DATA_ENV) or None
+
+
+def resolve_data_root(explicit: str | os.PathLike | None) -> str | None:
+    """The data root a run records: ``explicit``, else ``MESABENCH_DATA``, as an absolute
+    path; None when neither is given (the per-user cache is searched then)."""
+    chosen = explicit or os.environ.get(DATA_ENV)
+    return str(Path(chosen).expanduser().resolve()) if chosen else None
+
+
+def files_read() -> list[Path]:
+    """Every data file found so far in this process, sorted."""
+    return sorted(_files_read)
+
+
+def file_digests(paths: list[Path]) -> list[dict[str, object]]:
+    """Path, size and SHA-256 of each file (what a run read, recorded with it)."""
+    out = []
+    for path in paths:
+        digest = hashlib.sha256()
+        with open(path, "rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+        out.append({"path": str(path), "bytes": path.stat().st_size, "sha256": digest.hexdigest()})
+    return out
+
+
 def data_roots(explicit: str | os.PathLike | None = None) -> list[Path]:
     """The places searched, in order."""
     roots = []
     if explicit:
         roots.append(Path(explicit))
+    if _active_root:
+        roots.append(Path(_active_root))
     if os.environ.get(DATA_ENV):
         roots.append(Path(os.environ[DATA_ENV]))
     roots.append(cache_dir())
@@ -59,6 +114,7 @@ def find_file(name: str, explicit: str | os.PathLike | None = None) -> Path:
     roots = data_roots(explicit)
     for root in roots:
         if (root / name).exists():
+            _files_read.add((root / name).resolve())
             return root / name
     looked = ", ".join(str(r / name) for r in roots)
     raise DataNotFoundError(

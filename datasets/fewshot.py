@@ -9,14 +9,13 @@ Omniglot, meta-test on MNIST as a few-shot problem).
 from __future__ import annotations
 
 import functools
-import os
 from dataclasses import dataclass
 from typing import Literal
 
 import torch
 
 from benchmarks.config import ConfigError, param
-from datasets.data_root import DATA_ENV
+from datasets.data_root import active_data_root
 from datasets.images import ImagePool, sample_episodes
 from datasets.tasks import Problem, Split
 
@@ -108,7 +107,7 @@ class FewShotEpisodes:
         raises DataNotFoundError / DatasetFormatError with what to do."""
         if self._loaded is not None:
             return
-        pools = self._given or _pools(self.config, os.environ.get(DATA_ENV))
+        pools = self._given or _pools(self.config, active_data_root())
         c = self.config
         for split, pool in pools.items():
             rotations = c.rotations and not (split == "test" and c.test_dataset != "same")

@@ -14,7 +14,6 @@ is drawn once from the seed, and the images of step ``t`` from a generator keyed
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,7 +21,7 @@ import torch
 from torch import Tensor
 
 from benchmarks.config import ConfigError, param
-from datasets.data_root import DATA_ENV
+from datasets.data_root import active_data_root
 from datasets.fewshot import FewShotConfig, FewShotEpisodes, dataset_pool
 from datasets.images import ImagePool, images_of_classes
 from datasets.tasks import Problem, seeded_generator
@@ -95,7 +94,7 @@ class OsakaStream:
         """Load Omniglot, MNIST and Fashion-MNIST (once per process) and check the split."""
         if self._pools is not None:
             return
-        root = os.environ.get(DATA_ENV)
+        root = active_data_root()
         omniglot = dataset_pool("omniglot", root)
         c = self.config
         first_stream = c.pretrain_classes + c.val_classes

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import os
 from dataclasses import dataclass
 from typing import Literal
 
@@ -21,7 +20,7 @@ import torch
 from torch import Tensor
 
 from benchmarks.config import ConfigError, param
-from datasets.data_root import DATA_ENV
+from datasets.data_root import active_data_root
 from datasets.tasks import Problem, seeded_generator
 
 MNIST_TRAIN, MNIST_TEST = 60_000, 10_000
@@ -90,7 +89,7 @@ class TaskStream:
     def prepare(self) -> None:
         """Load MNIST (raises DataNotFoundError / DatasetFormatError with what to do)."""
         if self._arrays is None:
-            self._arrays = _mnist(os.environ.get(DATA_ENV))
+            self._arrays = _mnist(active_data_root())
         c = self.config
         if c.train_per_task > len(self._arrays["x_train"]):
             raise ConfigError(

@@ -321,3 +321,38 @@ def test_a_sweep_closes_its_own_lost_cells_when_it_starts(store, capsys, monkeyp
     assert client.get_run(stranger).info.status == "RUNNING"
     cells = [r for r in _runs(store) if r.data.tags.get("mesabench.method") == "fomaml"]
     assert sorted(r.info.status for r in cells) == ["FAILED", "FINISHED"]
+
+
+def test_the_data_root_and_the_files_read_are_recorded_with_the_run(store, tmp_path, run_cli):
+    import hashlib
+
+    data = write_mnist(tmp_path / "data")
+    args = ["--method", "online_sgd", "--benchmark", "mnist-rotations", *CONTINUAL_TINY,
+            "--tracking-uri", store]  # fmt: skip
+    # No MESABENCH_DATA in the environment: only the plan says where the data is.
+    env = {k: "" for k in ("MESABENCH_DATA",)}
+    done = run_cli("run", *args, "--data-root", str(data.parent), **env)
+    assert done.returncode == 0, done.stderr
+    client = MlflowClient(store)
+    (run,) = _runs(store, "mnist-rotations")
+    assert run.data.params["data_root"] == str(data.parent.resolve())
+    local = client.download_artifacts(run.info.run_id, "data_files.json", str(tmp_path))
+    (record,) = json.loads(Path(local).read_text())
+    assert record["path"] == str(data.resolve())
+    assert record["sha256"] == hashlib.sha256(data.read_bytes()).hexdigest()
+    # A sweep hands its data root to every cell, which records it.
+    swept = run_cli("sweep", "--benchmark", "mnist-rotations", "--methods", "online_sgd",
+                    "--seeds", "1", *CONTINUAL_TINY, "--data-root", str(data.parent),
+                    "--tracking-uri", store, **env)  # fmt: skip
+    assert swept.returncode == 0, swept.stdout + swept.stderr
+    roots = {r.data.params.get("data_root") for r in _runs(store, "mnist-rotations")
+             if r.data.tags.get("mesabench.method") == "online_sgd"}  # fmt: skip
+    assert roots == {str(data.parent.resolve())}
+
+
+def test_a_synthetic_run_records_no_data_files(store, monkeypatch):
+    monkeypatch.delenv("MESABENCH_DATA", raising=False)
+    assert main(["run", "--method", "fomaml", *TINY, "--tracking-uri", store]) == 0
+    (run,) = _runs(store)
+    names = {a.path for a in MlflowClient(store).list_artifacts(run.info.run_id)}
+    assert "data_files.json" not in names and run.data.params["data_root"] == "-"
