@@ -16,14 +16,8 @@ import types
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
-
-class ConfigError(ValueError):
-    """Bad user input: one line, naming the field and the allowed values."""
-
-
-def param(default: Any, *, min: float | None = None, max: float | None = None, help: str = ""):
-    """A dataclass field with an allowed range and a one-line description."""
-    return dataclasses.field(default=default, metadata={"min": min, "max": max, "help": help})
+# The primitives live below every layer; re-exported here for the harness and plugins.
+from datasets.typed_config import ConfigError, param
 
 
 def _type_name(tp: Any) -> str:

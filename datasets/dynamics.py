@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 import torch
 
-from benchmarks.config import param
 from datasets.tasks import Problem, Split, TaskBatch
+from datasets.typed_config import param
 
 
 @dataclass(frozen=True)

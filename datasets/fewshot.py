@@ -14,10 +14,10 @@ from typing import Literal
 
 import torch
 
-from benchmarks.config import ConfigError, param
 from datasets.data_root import active_data_root
 from datasets.images import ImagePool, sample_episodes
 from datasets.tasks import Problem, Split
+from datasets.typed_config import ConfigError, param
 
 IMAGE_SHAPES = {
     "omniglot": (1, 28, 28),

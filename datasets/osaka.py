@@ -20,11 +20,11 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from benchmarks.config import ConfigError, param
 from datasets.data_root import active_data_root
 from datasets.fewshot import FewShotConfig, FewShotEpisodes, dataset_pool
 from datasets.images import ImagePool, images_of_classes
 from datasets.tasks import Problem, seeded_generator
+from datasets.typed_config import ConfigError, param
 
 SOURCES = ("omniglot", "mnist", "fashion_mnist")
 _STREAM_KEY, _IMAGES_KEY = 61, 62  # generator keys of the task sequence and of the images

@@ -8,8 +8,8 @@ from typing import Literal
 
 import torch
 
-from benchmarks.config import ConfigError, param
 from datasets.tasks import Problem, Split, TaskBatch
+from datasets.typed_config import ConfigError, param
 
 
 def _uniform(low: float, high: float, shape: tuple[int, ...], g: torch.Generator) -> torch.Tensor:

@@ -19,9 +19,9 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from benchmarks.config import ConfigError, param
 from datasets.data_root import active_data_root
 from datasets.tasks import Problem, seeded_generator
+from datasets.typed_config import ConfigError, param
 
 MNIST_TRAIN, MNIST_TEST = 60_000, 10_000
 

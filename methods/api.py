@@ -68,7 +68,8 @@ class Method(ABC):
 
     @classmethod
     def check_problem(cls, problem: Problem) -> None:
-        """Raise ``benchmarks.config.ConfigError`` if the method cannot learn ``problem``."""
+        """Raise ``ConfigError`` (``datasets.typed_config``, also ``benchmarks.config``) if
+        the method cannot learn ``problem``."""
         return None
 
     @classmethod

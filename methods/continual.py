@@ -13,8 +13,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from benchmarks.config import param
 from datasets.tasks import Problem
+from datasets.typed_config import param
 from methods.api import SHARED_SETTINGS, ContinualMethod
 from methods.networks import build_network
 from methods.registry import register_method

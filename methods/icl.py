@@ -12,9 +12,9 @@ from typing import Any, Literal
 import torch
 from torch import Tensor, nn
 
-from benchmarks.config import ConfigError, param
 from datasets.tasks import Problem, TaskBatch
 from datasets.tokens import context_tokens, interleaved_tokens, query_tokens, read_prediction
+from datasets.typed_config import ConfigError, param
 from methods.api import SHARED_SETTINGS, EpisodicMethod
 from methods.attention import LSABlock
 from methods.losses import per_task_loss

@@ -17,8 +17,8 @@ from typing import Any, Literal
 import torch
 from torch import Tensor
 
-from benchmarks.config import param
 from datasets.tasks import Problem
+from datasets.typed_config import param
 from methods.continual import StreamLearner, own_seed, stream_network
 from methods.inner_loop import InnerLoop
 from methods.modulation import LearnedRates

@@ -13,8 +13,8 @@ from typing import Any, Literal
 import torch
 from torch import Tensor
 
-from benchmarks.config import ConfigError, param
 from datasets.tasks import Problem, TaskBatch
+from datasets.typed_config import ConfigError, param
 from methods.api import SHARED_SETTINGS, EpisodicMethod, IncompatibleSetting
 from methods.inner_loop import InnerLoop
 from methods.modulation import FixedRate, GradientModulation, LearnedRates

@@ -26,8 +26,8 @@ import torch
 from torch import Tensor
 from torch.nn import functional as F
 
-from benchmarks.config import ConfigError, param
 from datasets.tasks import Problem
+from datasets.typed_config import ConfigError, param
 from methods.api import SHARED_SETTINGS, EpisodicMethod, OnlineMethod
 from methods.maml import GradientMetaLearner, MAMLConfig
 from methods.registry import register_method

@@ -19,8 +19,8 @@ from typing import Literal
 import torch
 from torch import Tensor, nn
 
-from benchmarks.config import param
 from datasets.tokens import interleaved_tokens, natural_context, query_tokens, read_prediction
+from datasets.typed_config import param
 from methods.icl import InContextMethod, feature_map
 from methods.registry import register_method
 
