@@ -175,6 +175,14 @@ def plan_run(
     if preset is not None and preset not in spec.presets:
         allowed = ", ".join(sorted(spec.presets)) or "none"
         raise ConfigError(f"unknown preset {preset!r} for {benchmark}; allowed: {allowed}")
+    if preset:  # a preset's own mistake is named as the preset's, not as the user's
+        try:
+            apply_overrides(
+                {"method": _method_defaults(method, entry, spec, sections["task"]), **sections},
+                spec.presets[preset],
+            )
+        except ConfigError as err:
+            raise ConfigError(f"preset {preset!r} of {benchmark}: {err}") from None
     overrides = {**(spec.presets[preset] if preset else {}), **(overrides or {})}
     # Resolve twice: the first pass finds the user's task settings, from which the task
     # source derives its method defaults (e.g. linreg's optimal rate for the chosen range).

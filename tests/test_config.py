@@ -143,3 +143,15 @@ def test_a_network_that_cannot_fit_the_benchmark_is_refused_before_recording(tmp
     assert main(["run", "--method", "maml", *args]) == 2
     assert main(["sweep", "--methods", "maml,fomaml", "--seeds", "0-1", *args]) == 2
     assert not store.exists()  # nothing recorded, not even a store
+
+
+def test_a_broken_preset_is_named_as_the_presets_mistake(monkeypatch):
+    from benchmarks import specs
+
+    entry = specs.BENCHMARKS.entries["sinusoid-5shot"]
+    broken = dataclasses.replace(entry.value, presets={"fast": {"iteratoins": "10"}})
+    monkeypatch.setitem(specs.BENCHMARKS.entries, "sinusoid-5shot",
+                        dataclasses.replace(entry, value=broken))  # fmt: skip
+    with pytest.raises(ConfigError, match=r"preset 'fast' of sinusoid-5shot: unknown setting "
+                       r"'iteratoins'; did you mean .*iterations"):  # fmt: skip
+        plan_run("maml", "sinusoid-5shot", preset="fast", device="cpu")
