@@ -113,9 +113,15 @@ def seed_stats(values: Sequence[float]) -> SeedStats:
     mean = math.fsum(values) / n
     if n < 2:
         return SeedStats(n, mean, None, None)
-    std = math.sqrt(math.fsum((v - mean) ** 2 for v in values) / (n - 1))
-    half = t_quantile(0.5 + CONFIDENCE / 2, n - 1) * std / math.sqrt(n)
+    std, half = _spread(values, mean)
     return SeedStats(n, mean, std, half)
+
+
+def _spread(values: Sequence[float], mean: float) -> tuple[float, float]:
+    """Sample standard deviation (ddof 1) and the Student-t CI half-width of the mean."""
+    n = len(values)
+    std = math.sqrt(math.fsum((v - mean) ** 2 for v in values) / (n - 1))
+    return std, t_quantile(0.5 + CONFIDENCE / 2, n - 1) * std / math.sqrt(n)
 
 
 @dataclass(frozen=True)
@@ -136,15 +142,10 @@ def paired_t_test(a: Sequence[float], b: Sequence[float]) -> PairedTest:
     """Two-sided paired t-test of the mean of ``a[i] - b[i]`` against 0."""
     if len(a) != len(b):
         raise ValueError("paired samples must have equal lengths")
-    diffs = [x - y for x, y in zip(a, b, strict=True)]
-    n = len(diffs)
-    if n == 0 or not all(math.isfinite(d) for d in diffs):
-        return PairedTest(n, None, None, None)
-    mean = math.fsum(diffs) / n
-    if n < 2:
+    summary = seed_stats([x - y for x, y in zip(a, b, strict=True)])
+    n, mean, std, half = summary.n, summary.mean, summary.std, summary.ci95
+    if mean is None or std is None or half is None:
         return PairedTest(n, mean, None, None)
-    std = math.sqrt(math.fsum((d - mean) ** 2 for d in diffs) / (n - 1))
-    half = t_quantile(0.5 + CONFIDENCE / 2, n - 1) * std / math.sqrt(n)
     if std == 0.0:
         return PairedTest(n, mean, 0.0, 1.0 if mean == 0.0 else 0.0)
     t = mean / (std / math.sqrt(n))

@@ -63,3 +63,45 @@ OSAKA_TINY = ["--set", "steps=30", "--set", "pretrain_iterations=4", "--set", "c
               "--set", "pretrain_test_tasks=4", "--set", "pretrain_meta_batch=2",
               "--set", "log_every=10", "--set", "checkpoint_every=10",
               "--set", "pretrain_classes=20", "--set", "val_classes=10"]  # fmt: skip
+
+
+def fake_run(
+    store: str,
+    method: str,
+    seed: int,
+    metrics: dict[str, float],
+    status: str = "FINISHED",
+    benchmark: str = "sinusoid-5shot",
+    version: str | None = None,
+    **overrides: str,
+) -> str:
+    """A run recorded exactly as the runner records one, with the given final metrics (and
+    another suite ``version`` if given)."""
+    from benchmarks.runner import plan_run
+    from benchmarks.tracking import MlflowTracker
+
+    plan = plan_run(method, benchmark, seed, overrides, device="cpu")
+    tracker = MlflowTracker(store)
+    run_id = tracker.start(plan, "built-in")
+    if version is not None:
+        tracker.client.set_tag(run_id, "mesabench.version", version)
+    tracker.log_metrics(metrics, step=1)
+    tracker.finish(status)
+    return run_id
+
+
+def leaderboard_json(store: str, capsys, *extra: str) -> dict:
+    """``leaderboard --format json`` of one benchmark, parsed strictly (no NaN, no
+    Infinity)."""
+    import json
+
+    from benchmarks.cli import main
+
+    capsys.readouterr()
+    assert main(["leaderboard", "--tracking-uri", store, "--format", "json", *extra]) == 0
+
+    def refuse(constant: str):
+        raise AssertionError(f"{constant} in JSON")
+
+    (board,) = json.loads(capsys.readouterr().out, parse_constant=refuse)
+    return board

@@ -16,27 +16,8 @@ from benchmarks.metric_catalog import describe, direction_of, is_declared
 from benchmarks.recording import MemoryRecorder
 from benchmarks.runner import execute, plan_run
 from benchmarks.statistics import paired_t_test, seed_stats, t_cdf, t_quantile
-from benchmarks.tracking import MlflowTracker
-from tests.helpers import CONTINUAL_TINY, OSAKA_TINY, TINY
+from tests.helpers import CONTINUAL_TINY, OSAKA_TINY, TINY, fake_run, leaderboard_json
 from tests.image_fixtures import write_mnist, write_omniglot
-
-
-def _fake_run(store, method, seed, metrics, status="FINISHED", **overrides):
-    plan = plan_run(method, "sinusoid-5shot", seed, overrides, device="cpu")
-    tracker = MlflowTracker(store)
-    run_id = tracker.start(plan, "built-in")
-    tracker.log_metrics(metrics, step=1)
-    tracker.finish(status)
-    return run_id
-
-
-def _board(store, capsys, *extra):
-    capsys.readouterr()
-    assert main(["leaderboard", "--tracking-uri", store, "--format", "json", *extra]) == 0
-    text = capsys.readouterr().out
-    # Strict JSON: Python's parser must never meet NaN or Infinity.
-    (board,) = json.loads(text, parse_constant=lambda c: pytest.fail(f"{c} in JSON"))
-    return board
 
 
 @pytest.mark.parametrize("df", [1, 2, 3, 4, 7, 19, 99, 1000])
@@ -74,10 +55,10 @@ def test_baseline_marks_paired_differences_over_shared_seeds(store, capsys):
     maml = {0: 0.50, 1: 0.61, 2: 0.48, 3: 0.70}
     sparse = {0: 0.53, 1: 0.635, 2: 0.515, 3: 0.72}
     for seed, value in maml.items():
-        _fake_run(store, "maml", seed, {"final/test_loss": value})
+        fake_run(store, "maml", seed, {"final/test_loss": value})
     for seed, value in list(sparse.items())[:3]:  # seed 3 missing: 3 pairs
-        _fake_run(store, "sparse_maml", seed, {"final/test_loss": value})
-    board = _board(store, capsys, "--baseline", "maml")
+        fake_run(store, "sparse_maml", seed, {"final/test_loss": value})
+    board = leaderboard_json(store, capsys, "--baseline", "maml")
     (row,) = [r for r in board["rows"] if r["method"] == "sparse_maml"]
     paired = row["versus_baseline"]
     reference = scipy_stats.ttest_rel([sparse[s] for s in range(3)], [maml[s] for s in range(3)])
@@ -102,9 +83,9 @@ def test_directions_are_declared_never_guessed_from_names(store, capsys):
     assert direction_of("final/ood/input_x2_model") == "lower"
     assert direction_of("final/ra") == "higher" and direction_of("final/num_params") is None
     assert not is_declared("final/made_up")
-    _fake_run(store, "maml", 0, {"final/test_loss": 0.5, "final/ood/input_x2_model": 2.0})
-    _fake_run(store, "fomaml", 0, {"final/test_loss": 0.6, "final/ood/input_x2_model": 1.0})
-    board = _board(store, capsys, "--metric", "final/ood/input_x2_model")
+    fake_run(store, "maml", 0, {"final/test_loss": 0.5, "final/ood/input_x2_model": 2.0})
+    fake_run(store, "fomaml", 0, {"final/test_loss": 0.6, "final/ood/input_x2_model": 1.0})
+    board = leaderboard_json(store, capsys, "--metric", "final/ood/input_x2_model")
     assert board["higher_is_better"] is False
     assert [r["method"] for r in board["rows"] if r["rank"]] == ["fomaml", "maml"]
     assert "twice the input range, lower is better" in board["metric_words"]
@@ -117,12 +98,12 @@ def test_directions_are_declared_never_guessed_from_names(store, capsys):
 
 def test_diverged_rows_are_listed_with_their_fraction_never_ranked(store, capsys):
     sizes = {"final/num_params": 1761.0, "final/train_time_s": 12.5}
-    _fake_run(store, "maml", 0, {"final/test_loss": 0.5, **sizes})
-    _fake_run(store, "maml", 1, {"final/test_loss": 0.6, **sizes})
-    _fake_run(store, "metasgd", 0,
+    fake_run(store, "maml", 0, {"final/test_loss": 0.5, **sizes})
+    fake_run(store, "maml", 1, {"final/test_loss": 0.6, **sizes})
+    fake_run(store, "metasgd", 0,
               {"final/test_loss": math.nan, "final/test_loss_diverged_fraction": 0.56})  # fmt: skip
-    _fake_run(store, "metasgd", 1, {"final/test_loss": 0.1})
-    board = _board(store, capsys)
+    fake_run(store, "metasgd", 1, {"final/test_loss": 0.1})
+    board = leaderboard_json(store, capsys)
     diverged = next(r for r in board["rows"] if r["method"] == "metasgd")
     assert diverged["status"] == "diverged" and diverged["rank"] is None
     cells = diverged["stats"]["final/test_loss"]
@@ -137,16 +118,16 @@ def test_diverged_rows_are_listed_with_their_fraction_never_ranked(store, capsys
     assert main(["leaderboard", "--tracking-uri", store, "--format", "csv"]) == 0
     rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
     assert "nan" not in json.dumps(rows).lower()
-    json_board = _board(store, capsys)
+    json_board = leaderboard_json(store, capsys)
     maml = next(r for r in json_board["rows"] if r["method"] == "maml")
     assert maml["rank"] == 1 and maml["num_params"] == 1761 and maml["n"] == 2
     assert isinstance(maml["train_time_s"], float) and maml["train_time_s"] == 12.5
 
 
 def test_settings_that_differ_between_methods_are_shown(store, capsys):
-    _fake_run(store, "maml", 0, {"final/test_loss": 0.5}, iterations="40")
-    _fake_run(store, "fomaml", 0, {"final/test_loss": 0.6}, iterations="20")
-    board = _board(store, capsys)
+    fake_run(store, "maml", 0, {"final/test_loss": 0.5}, iterations="40")
+    fake_run(store, "fomaml", 0, {"final/test_loss": 0.6}, iterations="20")
+    board = leaderboard_json(store, capsys)
     labels = {r["method"]: r["config"] for r in board["rows"] if r["rank"]}
     assert labels == {"maml": "iterations=40", "fomaml": "iterations=20"}
 

@@ -17,30 +17,9 @@ from pathlib import Path
 import pytest
 
 from benchmarks.cli import main
-from benchmarks.runner import plan_run
 from benchmarks.tracking import MlflowTracker
-from tests.helpers import CONTINUAL_TINY, TINY, free_port, python_env
+from tests.helpers import CONTINUAL_TINY, TINY, fake_run, free_port, leaderboard_json, python_env
 from tests.image_fixtures import write_mnist
-
-
-def _fake_run(store, method, seed, metrics, status="FINISHED", version=None,
-              benchmark="sinusoid-5shot", **overrides):  # fmt: skip
-    """A run recorded exactly as the runner records one, with the given final metrics."""
-    plan = plan_run(method, benchmark, seed, overrides, device="cpu")
-    tracker = MlflowTracker(store)
-    run_id = tracker.start(plan, "built-in")
-    if version is not None:
-        tracker.client.set_tag(run_id, "mesabench.version", version)
-    tracker.log_metrics(metrics, step=1)
-    tracker.finish(status)
-    return run_id
-
-
-def _board(store, capsys, *extra):
-    capsys.readouterr()
-    assert main(["leaderboard", "--tracking-uri", store, "--format", "json", *extra]) == 0
-    (board,) = json.loads(capsys.readouterr().out)
-    return board
 
 
 def _independent_stats(db_path: str, metric: str) -> dict[str, tuple[int, float, float, float]]:
@@ -89,15 +68,15 @@ def test_every_format_equals_an_independent_recomputation_from_sqlite(store, cap
         ("anil", 4): 0.2,
     }
     for (method, seed), loss in losses.items():
-        _fake_run(store, method, seed, {"final/test_loss": loss, "final/train_time_s": 10.0})
+        fake_run(store, method, seed, {"final/test_loss": loss, "final/train_time_s": 10.0})
     # The same seed again: it replaces the earlier run of its cell, never a second seed.
-    _fake_run(store, "maml", 2, {"final/test_loss": 0.65})
-    _fake_run(store, "anil", 0, {"final/test_loss": 0.1}, status="FAILED")
-    _fake_run(store, "anil", 1, {"final/test_loss": 0.1}, status="KILLED")
+    fake_run(store, "maml", 2, {"final/test_loss": 0.65})
+    fake_run(store, "anil", 0, {"final/test_loss": 0.1}, status="FAILED")
+    fake_run(store, "anil", 1, {"final/test_loss": 0.1}, status="KILLED")
     expected = _independent_stats(store.removeprefix("sqlite:///"), "final/test_loss")
     assert expected["maml"][0] == 3 and expected["maml"][1] == pytest.approx((0.5 + 0.7 + 0.65) / 3)
 
-    board = _board(store, capsys)
+    board = leaderboard_json(store, capsys)
     ours = [row for row in board["rows"] if not row["reference"]]
     assert [r["method"] for r in ours] == sorted(expected, key=lambda m: expected[m][1])
     assert [r["rank"] for r in ours] == [1, 2, 3]
@@ -152,29 +131,29 @@ def test_every_format_equals_an_independent_recomputation_from_sqlite(store, cap
 
 
 def test_grouping_filters_and_other_versions(store, capsys):
-    _fake_run(store, "maml", 0, {"final/test_loss": 0.5}, inner_lr="0.01")
-    _fake_run(store, "maml", 1, {"final/test_loss": 0.7}, inner_lr="0.01")
-    _fake_run(store, "maml", 0, {"final/test_loss": 0.3}, inner_lr="0.05")
-    _fake_run(store, "fomaml", 0, {"final/test_loss": 0.4}, version="0.0.1")
+    fake_run(store, "maml", 0, {"final/test_loss": 0.5}, inner_lr="0.01")
+    fake_run(store, "maml", 1, {"final/test_loss": 0.7}, inner_lr="0.01")
+    fake_run(store, "maml", 0, {"final/test_loss": 0.3}, inner_lr="0.05")
+    fake_run(store, "fomaml", 0, {"final/test_loss": 0.4}, version="0.0.1")
 
-    board = _board(store, capsys)
+    board = leaderboard_json(store, capsys)
     configs = {r["config"] for r in board["rows"] if r["method"] == "maml"}
     assert configs == {"inner_lr=0.01", "inner_lr=0.05"}  # what tells the two apart
     flagged = [r for r in board["rows"] if r["other_version"]]
     assert [r["method"] for r in flagged] == ["fomaml"]
 
-    merged = _board(store, capsys, "--group-by", "method")
+    merged = leaderboard_json(store, capsys, "--group-by", "method")
     maml = next(r for r in merged["rows"] if r["method"] == "maml")
     assert maml["n"] == 3 and maml["stats"]["final/test_loss"]["mean"] == pytest.approx(0.5)
     # Pooling different settings is said, with the values pooled.
     assert maml["pooled"] == {"method.inner_lr": ["0.01", "0.05"]}
     assert "pooled inner_lr=0.01/0.05" in maml["config"]
 
-    by_lr = _board(store, capsys, "--param", "method.inner_lr=0.05")
+    by_lr = leaderboard_json(store, capsys, "--param", "method.inner_lr=0.05")
     assert [r["method"] for r in by_lr["rows"]] == ["maml"]
-    assert _board(store, capsys, "--version", "0.0.1")["rows"][0]["method"] == "fomaml"
-    assert _board(store, capsys, "--since", "2999-01-01")["rows"] == []
-    assert len(_board(store, capsys, "--tag", "mesabench.seed=1")["rows"]) == 1
+    assert leaderboard_json(store, capsys, "--version", "0.0.1")["rows"][0]["method"] == "fomaml"
+    assert leaderboard_json(store, capsys, "--since", "2999-01-01")["rows"] == []
+    assert len(leaderboard_json(store, capsys, "--tag", "mesabench.seed=1")["rows"]) == 1
     assert main(["leaderboard", "--tracking-uri", store, "--since", "yesterday"]) == 2
 
 
@@ -207,9 +186,9 @@ def test_references_stand_beside_only_runs_of_their_settings(store, capsys):
         assert ref.metrics["final/test_loss"] == pytest.approx(expected, rel=2e-3)
 
     for seed, loss in ((0, 0.21), (1, 0.2)):
-        _fake_run(store, "gd", seed, {"final/test_loss": loss}, benchmark="linreg-icl",
+        fake_run(store, "gd", seed, {"final/test_loss": loss}, benchmark="linreg-icl",
                   input_range="0.5")  # fmt: skip
-    board = _board(store, capsys, "--benchmark", "linreg-icl")
+    board = leaderboard_json(store, capsys, "--benchmark", "linreg-icl")
     by_status = {(r["status"], r["reference"]["note"] if r["reference"] else "") for r in
                  board["rows"]}  # fmt: skip
     assert ("reference", "derived, x ~ U(-0.5, 0.5)") in by_status
@@ -366,9 +345,9 @@ def test_the_direct_sqlite_reader_equals_the_mlflow_client(store):
     from benchmarks.leaderboards import read_runs
     from benchmarks.tracking import sqlite_path
 
-    _fake_run(store, "maml", 0, {"final/test_loss": 0.5, "final/train_time_s": 3.0})
-    _fake_run(store, "fomaml", 1, {"final/test_loss": 0.25}, status="KILLED")
-    _fake_run(store, "metasgd", 0, {"final/test_loss": math.nan})  # a diverged run
+    fake_run(store, "maml", 0, {"final/test_loss": 0.5, "final/train_time_s": 3.0})
+    fake_run(store, "fomaml", 1, {"final/test_loss": 0.25}, status="KILLED")
+    fake_run(store, "metasgd", 0, {"final/test_loss": math.nan})  # a diverged run
     tracker = MlflowTracker(store)
     experiment = tracker.experiment_id("sinusoid-5shot", create=False)
     direct = sorted(
