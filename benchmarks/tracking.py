@@ -198,11 +198,14 @@ class MlflowTracker:
     def start(self, plan, method_source: str, parent_run_id: str | None = None) -> str:
         """Create the run for ``plan`` and record its params, tags and resolved config
         (as a child of ``parent_run_id`` when a sweep runs it)."""
+        from benchmarks.specs import BENCHMARKS
+
         tags = {
             "mesabench.version": benchmarks.__version__,
             "mesabench.method": plan.method_name,
             "mesabench.method_source": method_source,
             "mesabench.benchmark": plan.benchmark,
+            "mesabench.benchmark_source": BENCHMARKS.get(plan.benchmark).source,
             "mesabench.seed": str(plan.seed),
             "mesabench.config_hash": plan.config_hash(),
             **heartbeat_tags(),
