@@ -1,7 +1,8 @@
 """Protocols own the loop and the measuring; methods only answer their calls."""
 
+from benchmarks.protocols.base import DivergenceError
 from benchmarks.protocols.continual import ContinualConfig, ContinualProtocol
-from benchmarks.protocols.episodic import DivergenceError, EpisodicConfig, EpisodicProtocol
+from benchmarks.protocols.episodic import EpisodicConfig, EpisodicProtocol
 from benchmarks.protocols.online import OnlineConfig, OnlineProtocol
 
 PROTOCOLS = {

@@ -19,7 +19,6 @@ import torch
 from benchmarks.config import param
 from benchmarks.metrics import continual_metrics
 from benchmarks.protocols.base import Protocol
-from benchmarks.protocols.episodic import DivergenceError, overall_sparsity
 from datasets.streams import TaskStream
 from datasets.tasks import seeded_generator
 from methods.api import ContinualMethod
@@ -95,18 +94,13 @@ class ContinualProtocol(Protocol):
             for epoch in range(c.epochs):
                 for x, y in self.batches(task, epoch):
                     metrics = method.observe(x, y)
-                    loss = metrics.get("loss", 0.0)
-                    if not math.isfinite(loss):
-                        raise DivergenceError(
-                            f"diverged at task {task}, batch {done}: training loss is {loss}"
-                        )
+                    self.stop_if_diverged(metrics.get("loss", 0.0), f"task {task}, batch {done}")
                     done += 1
                     if "loss" in metrics and done % c.log_every == 0:
                         self.recorder.log_metrics(
                             {f"train/{k}": v for k, v in metrics.items()}, step=done
                         )
-                    if self.progress is not None:
-                        self.progress(done, metrics)
+                    self.report(done, metrics)
             method.end_task(task)
             train_time += time.perf_counter() - began
             matrix[task] = self.accuracy_row(method)
@@ -131,9 +125,7 @@ class ContinualProtocol(Protocol):
         final["final/samples_per_s"] = done * c.batch_size / max(train_time, 1e-9)
         final["final/num_params"] = float(method.num_parameters())
         if sparsity_history:
-            last = sparsity_history[-1][1]
-            final.update({f"final/sparsity/{k}": v for k, v in last.items()})
-            final["final/sparsity/overall"] = overall_sparsity(method, last)
+            final.update(self.sparsity_metrics(method, sparsity_history[-1][1], "final/sparsity/"))
         self.recorder.log_metrics(final, step=tasks)
         self._log_figures(matrix, initial, sparsity_history)
         return final
@@ -148,8 +140,7 @@ class ContinualProtocol(Protocol):
         sparsity = method.sparsity()
         if sparsity:
             sparsity_history.append((task + 1, sparsity))
-            logged.update({f"sparsity/{k}": v for k, v in sparsity.items()})
-            logged["sparsity/overall"] = overall_sparsity(method, sparsity)
+        logged.update(self.sparsity_metrics(method, sparsity, "sparsity/"))
         self.recorder.log_metrics(logged, step=task + 1)
 
     def _log_figures(self, matrix, initial, sparsity_history) -> None:

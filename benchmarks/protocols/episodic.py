@@ -19,15 +19,11 @@ from benchmarks.config import ConfigError, param
 from benchmarks.metrics import mean_ci95
 from benchmarks.protocols.base import Protocol
 from datasets.tasks import TaskSource, seeded_generator
-from methods.api import EpisodicMethod, Method
+from methods.api import EpisodicMethod
 from methods.losses import is_classification, per_task_accuracy, per_task_loss
 
 TRAIN, VALIDATION, TEST = 1, 2, 3
 SPLITS = {TRAIN: "train", VALIDATION: "val", TEST: "test"}
-
-
-class DivergenceError(RuntimeError):
-    """The training loss became NaN or infinite."""
 
 
 @dataclass(frozen=True)
@@ -152,8 +148,7 @@ class EpisodicProtocol(Protocol):
             generator = seeded_generator(TRAIN, self.seed, it, device=self.device)
             metrics = method.meta_train_step(self.source.sample(c.meta_batch, generator, "train"))
             loss = metrics["loss"]
-            if not math.isfinite(loss):
-                raise DivergenceError(f"diverged at iteration {it}: training loss is {loss}")
+            self.stop_if_diverged(loss, f"iteration {it}")
             done = it + 1
             if done % c.log_every == 0 or done == c.iterations:
                 logged = {f"train/{k}": v for k, v in metrics.items()}
@@ -161,8 +156,7 @@ class EpisodicProtocol(Protocol):
                 sparsity = method.sparsity()
                 if sparsity:
                     sparsity_history.append((done, sparsity))
-                    logged.update({f"sparsity/{k}": v for k, v in sparsity.items()})
-                    logged["sparsity/overall"] = overall_sparsity(method, sparsity)
+                logged.update(self.sparsity_metrics(method, sparsity, "sparsity/"))
                 self.recorder.log_metrics(logged, step=done)
             if done % c.val_every == 0 or done == c.iterations:
                 score, val_metrics = self.validate(method)
@@ -172,8 +166,7 @@ class EpisodicProtocol(Protocol):
                     best = _Best(score, done, copy.deepcopy(method.state_dict()))
             if done % c.checkpoint_every == 0 and done < c.iterations:
                 self.recorder.save_checkpoint(snapshot(done))
-            if self.progress is not None:
-                self.progress(done, metrics)
+            self.report(done, metrics)
 
         train_time = time.perf_counter() - began
         final_sparsity = method.sparsity()
@@ -184,9 +177,7 @@ class EpisodicProtocol(Protocol):
         final["final/train_time_s"] = train_time
         final["final/best_iteration"] = float(best.iteration if c.select_best else c.iterations)
         final["final/num_params"] = float(method.num_parameters())
-        if final_sparsity:
-            final.update({f"final/sparsity/{k}": v for k, v in final_sparsity.items()})
-            final["final/sparsity/overall"] = overall_sparsity(method, final_sparsity)
+        final.update(self.sparsity_metrics(method, final_sparsity, "final/sparsity/"))
         self.recorder.log_metrics(final, step=c.iterations)
         self.log_figures(curves, sparsity_history, final_sparsity)
         return final
@@ -272,10 +263,3 @@ def per_task_table(results: dict[int, dict[str, torch.Tensor]]) -> str:
     for task, row in enumerate(zip(*values, strict=True)):
         lines.append(f"{task}," + ",".join(repr(float(v)) for v in row))
     return "\n".join(lines) + "\n"
-
-
-def overall_sparsity(method: Method, per_tensor: dict[str, float]) -> float:
-    """Parameter-weighted mean sparsity over the modulated tensors."""
-    sizes = method.tensor_sizes() or dict.fromkeys(per_tensor, 1)
-    total = sum(sizes[k] for k in per_tensor)
-    return sum(per_tensor[k] * sizes[k] for k in per_tensor) / max(total, 1)

@@ -23,10 +23,8 @@ import torch
 from benchmarks.config import param
 from benchmarks.protocols.base import Protocol
 from benchmarks.protocols.episodic import (
-    DivergenceError,
     EpisodicConfig,
     EpisodicProtocol,
-    overall_sparsity,
 )
 from datasets.osaka import SOURCES, OsakaStream
 from methods.api import OnlineMethod
@@ -148,8 +146,7 @@ class OnlineProtocol(Protocol):
             correct = (method.predict(x).argmax(dim=-1) == y).float().mean().item()
             metrics = method.observe(x, y)
             loss = metrics.get("loss", 0.0)
-            if not math.isfinite(loss):
-                raise DivergenceError(f"diverged at stream step {step}: loss is {loss}")
+            self.stop_if_diverged(loss, f"stream step {step}")
             correct_by_step[step] = correct
             correct_so_far += correct
             if "boundary" in metrics:
@@ -180,8 +177,7 @@ class OnlineProtocol(Protocol):
                         "torch_rng": torch.get_rng_state(),
                     }
                 )
-            if self.progress is not None:
-                self.progress(offset + done, {**metrics, "accuracy": accuracy})
+            self.report(offset + done, {**metrics, "accuracy": accuracy})
 
         stream_time = time.perf_counter() - began
         cumulative = correct_by_step.mean().item()
@@ -205,9 +201,7 @@ class OnlineProtocol(Protocol):
             scores = boundary_scores(detected[1:], tasks.switched[1:])
             final.update({f"final/boundary_{k}": v for k, v in scores.items()})
         sparsity = method.sparsity()
-        if sparsity:
-            final.update({f"final/sparsity/{k}": v for k, v in sparsity.items()})
-            final["final/sparsity/overall"] = overall_sparsity(method, sparsity)
+        final.update(self.sparsity_metrics(method, sparsity, "final/sparsity/"))
         self.recorder.log_metrics(final, step=stream.config.steps)
         self._log_figures(correct_by_step, source_of_step, tasks.switched, detected, sparsity)
         return final
