@@ -315,7 +315,7 @@ def prepare_data(plan) -> list:
     before = set(files_read())
     try:
         with using_data_root(plan.data_root):
-            plan.task.build().prepare()
+            plan.source.prepare()
     except (DataNotFoundError, DatasetFormatError) as err:
         raise UsageError(str(err)) from None
     return sorted(set(files_read()) - before)

@@ -7,6 +7,7 @@ touches the results store.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 from dataclasses import dataclass
@@ -51,6 +52,12 @@ class RunPlan:
 
     def sections(self) -> dict[str, Any]:
         return {"method": self.method, "task": self.task, "protocol": self.protocol}
+
+    @functools.cached_property
+    def source(self) -> Any:
+        """The run's task source, built once: data is loaded into it by ``prepare()``, and
+        the method and the protocol are given this same object."""
+        return self.task.build()
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -227,7 +234,7 @@ def build_method(plan: RunPlan) -> Method:
     """Seed the global RNG (weight initialisation) and construct the method."""
     torch.manual_seed(plan.seed)
     entry = method_entry(plan.method_name)
-    return entry.cls(plan.method, plan.task.build().problem, torch.device(plan.device))
+    return entry.cls(plan.method, plan.source.problem, torch.device(plan.device))
 
 
 def execute(
@@ -247,7 +254,7 @@ def _execute(plan: RunPlan, recorder: Recorder, progress, checkpoint) -> dict[st
     method = build_method(plan)
     protocol = protocol_cls(
         plan.protocol,
-        plan.task.build(),
+        plan.source,
         plan.seed,
         recorder,
         torch.device(plan.device),

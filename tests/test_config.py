@@ -155,3 +155,18 @@ def test_a_broken_preset_is_named_as_the_presets_mistake(monkeypatch):
     with pytest.raises(ConfigError, match=r"preset 'fast' of sinusoid-5shot: unknown setting "
                        r"'iteratoins'; did you mean .*iterations"):  # fmt: skip
         plan_run("maml", "sinusoid-5shot", preset="fast", device="cpu")
+
+
+def test_a_run_builds_its_task_source_once(monkeypatch):
+    from benchmarks.cli import prepare_data
+    from benchmarks.recording import MemoryRecorder
+    from benchmarks.runner import execute
+
+    plan = plan_run("maml", overrides={"iterations": 2, "val_every": 1, "val_tasks": 4,
+                                       "test_tasks": 8}, device="cpu")  # fmt: skip
+    built = []
+    original = SinusoidConfig.build
+    monkeypatch.setattr(SinusoidConfig, "build", lambda self: built.append(1) or original(self))
+    prepare_data(plan)
+    execute(plan, MemoryRecorder())
+    assert len(built) == 1  # prepared, given to the method and to the protocol: one object
