@@ -1,9 +1,10 @@
 """What every protocol holds (its config, the task source, the run's seed, where results go)
 and the steps every protocol's loop takes alike: stop on divergence, measure sparsity,
-report progress."""
+checkpoint and restore, report progress."""
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Callable
 from typing import Any
@@ -62,6 +63,28 @@ class Protocol:
         out = {f"{prefix}{k}": v for k, v in per_tensor.items()}
         out[f"{prefix}overall"] = overall_sparsity(method, per_tensor)
         return out
+
+    @staticmethod
+    def snapshot(method: Method, iteration: int, elapsed: float, **progress: Any) -> dict:
+        """A checkpoint: the step to continue from (``iteration``, what ``--resume`` shows),
+        the method's state, the time spent so far, the global RNG, and the protocol's own
+        progress (curves, accuracy matrix, ...), all copied so that training on cannot
+        change them."""
+        return {
+            "iteration": iteration,
+            "method": copy.deepcopy(method.state_dict()),
+            "elapsed": elapsed,
+            "torch_rng": torch.get_rng_state(),
+            **progress,
+        }
+
+    @staticmethod
+    def restore(method: Method, checkpoint: dict[str, Any]) -> dict[str, Any]:
+        """Load the method's state and the global RNG from a :meth:`snapshot`; returns the
+        checkpoint for the protocol's own fields."""
+        method.load_state_dict(checkpoint["method"])
+        torch.set_rng_state(checkpoint["torch_rng"])
+        return checkpoint
 
     def report(self, done: int, metrics: dict[str, float]) -> None:
         """Tell the progress bar (if any) how far the run is."""

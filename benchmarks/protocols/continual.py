@@ -8,7 +8,6 @@ test set of every task in the stream (no task id at test time). From the accurac
 
 from __future__ import annotations
 
-import copy
 import math
 import time
 from dataclasses import dataclass
@@ -81,11 +80,10 @@ class ContinualProtocol(Protocol):
             if method.sparsity():
                 sparsity_history.append((0, method.sparsity()))
         else:
-            method.load_state_dict(checkpoint["method"])
+            self.restore(method, checkpoint)
             first_task, done = checkpoint["task"], checkpoint["iteration"]
             elapsed, matrix, initial = checkpoint["elapsed"], checkpoint["R"], checkpoint["initial"]
             sparsity_history = checkpoint["sparsity_history"]
-            torch.set_rng_state(checkpoint["torch_rng"])
         train_time = elapsed
 
         for task in range(first_task, tasks):
@@ -106,16 +104,15 @@ class ContinualProtocol(Protocol):
             matrix[task] = self.accuracy_row(method)
             self._log_task(method, task, matrix, sparsity_history)
             self.recorder.save_checkpoint(
-                {
-                    "iteration": done,
-                    "task": task + 1,
-                    "method": copy.deepcopy(method.state_dict()),
-                    "elapsed": train_time,
-                    "R": matrix.clone(),
-                    "initial": initial,
-                    "sparsity_history": list(sparsity_history),
-                    "torch_rng": torch.get_rng_state(),
-                }
+                self.snapshot(
+                    method,
+                    done,
+                    train_time,
+                    task=task + 1,
+                    R=matrix.clone(),
+                    initial=initial,
+                    sparsity_history=list(sparsity_history),
+                )
             )
 
         final = {f"final/{k}": v for k, v in continual_metrics(matrix, initial).items()}

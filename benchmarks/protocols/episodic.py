@@ -124,25 +124,22 @@ class EpisodicProtocol(Protocol):
         sparsity_history: list[tuple[int, dict[str, float]]] = []
         curves: dict[str, list[tuple[int, float]]] = {"train/loss": [], "val/loss": []}
         if checkpoint is not None:
-            method.load_state_dict(checkpoint["method"])
-            start = checkpoint["iteration"]
+            self.restore(method, checkpoint)
+            start, elapsed = checkpoint["iteration"], checkpoint["elapsed"]
             best = _Best(**checkpoint["best"])
-            elapsed = checkpoint["elapsed"]
             sparsity_history = checkpoint["sparsity_history"]
             curves = checkpoint["curves"]
-            torch.set_rng_state(checkpoint["torch_rng"])
         began = time.perf_counter() - elapsed
 
         def snapshot(next_iteration: int) -> dict[str, Any]:
-            return {
-                "iteration": next_iteration,
-                "method": copy.deepcopy(method.state_dict()),
-                "best": vars(best).copy(),
-                "elapsed": time.perf_counter() - began,
-                "sparsity_history": list(sparsity_history),
-                "curves": copy.deepcopy(curves),
-                "torch_rng": torch.get_rng_state(),
-            }
+            return self.snapshot(
+                method,
+                next_iteration,
+                time.perf_counter() - began,
+                best=vars(best).copy(),
+                sparsity_history=list(sparsity_history),
+                curves=copy.deepcopy(curves),
+            )
 
         for it in range(start, c.iterations):
             generator = seeded_generator(TRAIN, self.seed, it, device=self.device)

@@ -12,7 +12,6 @@ episodes with the learner's episodic face; its metrics and artifacts go under
 
 from __future__ import annotations
 
-import copy
 import math
 import time
 from dataclasses import dataclass
@@ -126,11 +125,10 @@ class OnlineProtocol(Protocol):
         tasks = stream.tasks(self.seed)
 
         if phase == "online":
-            method.load_state_dict(checkpoint["method"])
+            self.restore(method, checkpoint)
             start, elapsed = checkpoint["step"], checkpoint["elapsed"]
             pretrain_time = checkpoint["pretrain_time"]
             correct_by_step, detected = checkpoint["correct_by_step"], checkpoint["detected"]
-            torch.set_rng_state(checkpoint["torch_rng"])
         else:
             start, elapsed = 0, 0.0
             correct_by_step = torch.full((stream.config.steps,), math.nan)
@@ -165,17 +163,16 @@ class OnlineProtocol(Protocol):
                 )
             if done % c.checkpoint_every == 0 and done < stream.config.steps:
                 self.recorder.save_checkpoint(
-                    {
-                        "phase": "online",
-                        "step": done,
-                        "iteration": offset + done,
-                        "method": copy.deepcopy(method.state_dict()),
-                        "elapsed": time.perf_counter() - began,
-                        "correct_by_step": correct_by_step.clone(),
-                        "detected": detected.clone(),
-                        "pretrain_time": pretrain_time,
-                        "torch_rng": torch.get_rng_state(),
-                    }
+                    self.snapshot(
+                        method,
+                        offset + done,
+                        time.perf_counter() - began,
+                        phase="online",
+                        step=done,
+                        correct_by_step=correct_by_step.clone(),
+                        detected=detected.clone(),
+                        pretrain_time=pretrain_time,
+                    )
                 )
             self.report(offset + done, {**metrics, "accuracy": accuracy})
 
