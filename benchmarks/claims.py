@@ -20,7 +20,7 @@ import time
 import uuid
 from dataclasses import dataclass
 
-from benchmarks.lifecycle import STALE_BEATS, heartbeat_interval, is_stale
+from benchmarks.lifecycle import STALE_BEATS, heartbeat_interval, is_stale, last_heartbeat
 
 log = logging.getLogger("mesabench")
 
@@ -130,7 +130,5 @@ def _live_holder(client, experiment) -> Holder | None:
     tags = dict(run.data.tags)
     if run.info.status != "RUNNING" or is_stale(run.info.status, tags, run.info.start_time, now):
         return None
-    from benchmarks.lifecycle import last_heartbeat
-
     beat = last_heartbeat(tags)
     return Holder(run_id, None if beat is None else now - beat)

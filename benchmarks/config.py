@@ -224,12 +224,6 @@ def apply_overrides(sections: Mapping[str, Any], overrides: Mapping[str, Any]) -
     return result
 
 
-def with_known_fields(config: Any, values: Mapping[str, Any]) -> Any:
-    """``dataclasses.replace`` with only the keys that ``config`` has (for defaults)."""
-    known = {k: v for k, v in values.items() if k in field_names(config)}
-    return dataclasses.replace(config, **known) if known else config
-
-
 def with_fields(config: Any, values: Mapping[str, Any], layer: str) -> Any:
     """``dataclasses.replace`` that refuses a key ``config`` lacks, naming the ``layer``
     that set it and the closest field names."""
@@ -265,7 +259,6 @@ __all__ = [
     "parse_value",
     "validate",
     "apply_overrides",
-    "with_known_fields",
     "with_fields",
     "as_dict",
     "from_dict",
