@@ -280,13 +280,15 @@ def _train(plan, tracker, run_id: str, checkpoint, console: Console) -> int:
             plan.protocol.total_steps(plan.task), completed, f"{plan.method_name}", console
         ) as progress:
             final = execute_recorded(plan, tracker, progress=progress, checkpoint=checkpoint)
-    except (KeyboardInterrupt, SystemExit, BrokenPipeError):
-        # Before training began (the first prints): the run is closed the same way.
+    except (KeyboardInterrupt, SystemExit, BrokenPipeError) as err:
+        # Outside execute_recorded (the first prints, the bar's last draw): a run already
+        # closed FINISHED stays so; one not yet closed is closed the same way it would be.
+        if tracker.closed_as == "FINISHED":
+            return EXIT_OK
+        why = "interrupted" if isinstance(err, KeyboardInterrupt) else "output pipe closed"
         if tracker.closed_as is None:
-            tracker.finish("KILLED", error="interrupted")
-        sys.stderr.write(
-            f"interrupted: run {run_id} marked KILLED; resume with --resume {run_id}\n"
-        )
+            tracker.finish("KILLED", error=why)
+        sys.stderr.write(f"{why}: run {run_id} marked KILLED; resume with --resume {run_id}\n")
         return EXIT_KILLED
     except RunInterrupted as err:
         sys.stderr.write(f"{err}\n")
@@ -408,3 +410,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         message = err.args[0] if isinstance(err, RegistryError) and err.args else str(err)
         sys.stderr.write(f"error: {message}\n")
         return EXIT_USAGE
+    except KeyboardInterrupt:
+        # Before any run was started (waiting for a claim, opening the store): nothing to
+        # close, and no traceback to show.
+        sys.stderr.write("interrupted\n")
+        return EXIT_KILLED

@@ -356,3 +356,29 @@ def test_a_synthetic_run_records_no_data_files(store, monkeypatch):
     (run,) = _runs(store)
     names = {a.path for a in MlflowClient(store).list_artifacts(run.info.run_id)}
     assert "data_files.json" not in names and run.data.params["data_root"] == "-"
+
+
+def test_ctrl_c_while_waiting_for_a_claim_says_one_line_and_records_nothing(store):
+    overrides = dict(item.split("=") for item in TINY[1::2])
+    plan = plan_run("fomaml", "sinusoid-5shot", 0, overrides, device="cpu")
+    holder = MlflowTracker(store)
+    claim = claims.acquire(holder.client, plan.benchmark, plan.config_hash(), 0)
+    holder_run = holder.start(plan, "built-in")
+    claim.hold(holder_run)  # a live holder: the second attempt must wait
+    waiting = subprocess.Popen(
+        [sys.executable, "-m", "benchmarks", "run", "--method", "fomaml", *TINY,
+         "--tracking-uri", store, "--exclusive"],
+        env=python_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )  # fmt: skip
+    line = waiting.stderr.readline()
+    while line and "waiting:" not in line:
+        line = waiting.stderr.readline()
+    assert f"is running as run {holder_run}" in line
+    waiting.send_signal(signal.SIGINT)
+    _, err = waiting.communicate(timeout=60)
+    assert waiting.returncode == 130
+    assert err.strip() == "interrupted" and "Traceback" not in err
+    assert [r.info.run_id for r in _runs(store)] == [holder_run]  # no second run
+    holder.finish("FINISHED")
+    claim.release()
