@@ -213,16 +213,27 @@ def plan_cells(spec: SweepSpec) -> dict[Cell, str]:
     return hashes
 
 
-def finished_keys(tracker, benchmark: str) -> set[tuple[str, str, int]]:
-    """(method, config hash, seed) of every FINISHED run of ``benchmark`` in the store."""
+def store_state(tracker, benchmark: str, keys: set[tuple[str, str, int]]) -> tuple[set, int]:
+    """One read of ``benchmark``'s runs at a sweep's start: closes as FAILED ("lost: no
+    heartbeat since T") the stale RUNNING runs of the cells in ``keys``, and returns the
+    (method, config hash, seed) of every FINISHED run with the number of runs closed."""
     from benchmarks.leaderboards import read_runs
+    from benchmarks.lifecycle import lost_reason, mark_lost
     from benchmarks.tracking import sqlite_path
 
     experiment = tracker.experiment_id(benchmark, create=False)
     if experiment is None:
-        return set()
-    records = read_runs(tracker.client, experiment, sqlite_path(tracker.uri))
-    return {(r.method, r.config_hash, r.seed) for r in records if r.status == "FINISHED"}
+        return set(), 0
+    finished, closed = set(), 0
+    for run in read_runs(tracker.client, experiment, sqlite_path(tracker.uri)):
+        key = (run.method, run.config_hash, run.seed)
+        if run.status == "FINISHED":
+            finished.add(key)
+        elif run.stale and key in keys:
+            started_ms = int(run.start_time.timestamp() * 1000)
+            mark_lost(tracker.client, run.run_id, lost_reason(run.tags, started_ms))
+            closed += 1
+    return finished, closed
 
 
 def _cell_runs(tracker, benchmark: str, config_hash: str, seed: int, status: str) -> list:
@@ -242,22 +253,6 @@ def finished_run_of(tracker, method: str, benchmark: str, config_hash: str, seed
         if run.data.tags.get("mesabench.method") == method:
             return run.info.run_id
     return None
-
-
-def close_lost_runs(tracker, benchmark: str, keys: set[tuple[str, str, int]]) -> int:
-    """Mark FAILED ("lost: ...") the RUNNING runs of these cells whose heartbeat stopped."""
-    from benchmarks.lifecycle import is_stale, lost_reason, mark_lost
-
-    closed = 0
-    for method, config_hash, seed in keys:
-        for run in _cell_runs(tracker, benchmark, config_hash, seed, "RUNNING"):
-            tags = dict(run.data.tags)
-            if tags.get("mesabench.method") != method:
-                continue
-            if is_stale(run.info.status, tags, run.info.start_time):
-                mark_lost(tracker.client, run.info.run_id, lost_reason(tags, run.info.start_time))
-                closed += 1
-    return closed
 
 
 def close_dead_cell(tracker, benchmark: str, cell: Cell, config_hash: str, parent: str,
@@ -482,8 +477,7 @@ def run_sweep(
         env = cell_env(max(1, cpus // workers))
     result = SweepResult()
     keys = {(cell.method, hashes[cell], cell.seed) for cell in spec.cells()}
-    result.lost = close_lost_runs(tracker, spec.benchmark, keys)
-    finished = finished_keys(tracker, spec.benchmark)
+    finished, result.lost = store_state(tracker, spec.benchmark, keys)
     todo = []
     for cell in spec.cells():
         if (cell.method, hashes[cell], cell.seed) in finished:
