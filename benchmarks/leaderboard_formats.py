@@ -35,16 +35,6 @@ def _finite(value: float | None) -> float | None:
     return value if value is not None and math.isfinite(value) else None
 
 
-def _status(board: Leaderboard, row: LeaderboardRow) -> str:
-    if row in board.apart:
-        return "reference, settings differ"
-    if row.is_reference:
-        return "reference"
-    if row in board.unranked:
-        return "diverged" if row.diverged(board.metric) else "missing"
-    return "ranked"
-
-
 def _metric_cells(row: LeaderboardRow, metric: str) -> dict[str, Any]:
     stats = row.stats(metric)
     return {
@@ -76,7 +66,7 @@ def row_cells(board: Leaderboard) -> list[dict[str, Any]]:
     """One dict per row (ranked, unranked, references apart), with plain JSON values."""
     out, rank = [], 0
     for row in board.all_rows():
-        status = _status(board, row)
+        status = row.status
         if status == "ranked":
             rank += 1
         time_mean = row.stats("final/train_time_s").mean
@@ -89,7 +79,7 @@ def row_cells(board: Leaderboard) -> list[dict[str, Any]]:
                 "method": row.method,
                 "other_version": board.flagged(row),
                 "config": board.config_label(row)
-                + ("; settings differ" if row in board.apart else ""),
+                + ("; settings differ" if status == "reference, settings differ" else ""),
                 "n": 0 if ref else len(row.seeds),
                 "seeds": [] if ref else row.seeds,
                 "stats": {m: _metric_cells(row, m) for m in board.columns},

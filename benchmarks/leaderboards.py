@@ -106,6 +106,9 @@ class LeaderboardRow:
     pooled: dict[str, list[str]] = field(default_factory=dict)
     #: The paired comparison with the baseline row (``--baseline``), if asked for.
     versus_baseline: PairedTest | None = None
+    #: Where the board placed the row: ``ranked``, ``reference`` (ranked beside ours),
+    #: ``diverged`` or ``missing`` (listed unranked), ``reference, settings differ``.
+    status: str = "ranked"
 
     @property
     def seeds(self) -> list[int]:
@@ -208,6 +211,11 @@ class Leaderboard:
 
 def _short_key(key: str) -> str:
     return key.split(".", 1)[-1]
+
+
+def _is_setting(key: str) -> bool:
+    """A run param that can tell configurations apart (``task.shots``, not ``seed``)."""
+    return "." in key and _short_key(key) not in _NOT_CONFIG
 
 
 # -- reading ------------------------------------------------------------------------------
@@ -329,9 +337,7 @@ def _config_keys(rows: Sequence[LeaderboardRow]) -> list[str]:
     keys: set[str] = set()
     params = [(row.method, row.runs[0].params) for row in rows if row.runs]
     every = set().union(*(p for _, p in params)) if params else set()
-    for key in every:
-        if _short_key(key) in _NOT_CONFIG or "." not in key:
-            continue
+    for key in filter(_is_setting, every):
         if key.startswith("method."):
             by_method: dict[str, set] = {}
             for method, p in params:
@@ -347,9 +353,7 @@ def _pooled(row: LeaderboardRow) -> dict[str, list[str]]:
     """Settings whose values differ between the runs of one row."""
     out = {}
     every = set().union(*(r.params for r in row.runs))
-    for key in sorted(every):
-        if _short_key(key) in _NOT_CONFIG or "." not in key:
-            continue
+    for key in sorted(filter(_is_setting, every)):
         values = sorted({r.params.get(key, "-") for r in row.runs})
         if len(values) > 1:
             out[key] = values
@@ -466,6 +470,12 @@ def build_leaderboard(
     unranked = [row for row in ours if row.stats(ranking).mean is None]
     rows = sorted(ranked + [r for r in beside if r.stats(ranking).mean is not None], key=rank_key)
     apart += [r for r in beside if r.stats(ranking).mean is None]
+    for row in rows:
+        row.status = "reference" if row.is_reference else "ranked"
+    for row in unranked:
+        row.status = "diverged" if row.diverged(ranking) else "missing"
+    for row in apart:
+        row.status = "reference, settings differ"
     config_keys = [k for k in _config_keys(ours) if k not in group_by]
     board = Leaderboard(
         benchmark, ranking, higher, columns, rows, excluded, config_keys,
