@@ -138,15 +138,11 @@ def _headers(board: Leaderboard) -> list[str]:
     level = f"{CONFIDENCE:.0%}"
     heads = ["#", "method", "config", "n (seeds)"]
     heads += [f"{_short(c)}: mean ± std [{level} CI]" for c in board.columns]
-    if _has_episode_ci(board):
+    if board.shows_episode_ci:
         heads.append(f"{_short(board.metric)}: episode CI95 (mean over runs)")
     if board.baseline is not None:
         heads.append(f"Δ {_short(board.metric)} vs {board.baseline.method} (paired t)")
     return [*heads, "train time (s)", "params"]
-
-
-def _has_episode_ci(board: Leaderboard) -> bool:
-    return any(r.episode_ci95(board.metric) is not None for r in board.ours)
 
 
 def _line(cells: dict[str, Any], board: Leaderboard) -> list[str]:
@@ -160,7 +156,7 @@ def _line(cells: dict[str, Any], board: Leaderboard) -> list[str]:
         "" if cells["reference"] else str(cells["n"]),
     ]
     line += [stat_text(cells["stats"][c], cells["status"]) for c in board.columns]
-    if _has_episode_ci(board):
+    if board.shows_episode_ci:
         line.append(_number(cells["stats"][board.metric]["episode_ci95"]))
     if board.baseline is not None:
         line.append(_paired_text(cells["versus_baseline"]))
@@ -175,7 +171,7 @@ def caption(board: Leaderboard) -> str:
         f"n = seeds; std over seeds (ddof 1); [{level} CI] of the mean over seeds (Student t, "
         "n-1 dof); one seed shows no spread",
     ]
-    if _has_episode_ci(board):
+    if board.shows_episode_ci:
         parts.append("episode CI95 = the runs' own 95% CI over their test episodes, averaged")
     if board.baseline is not None:
         parts.append(

@@ -13,6 +13,7 @@ The tracker is the only writer of results; this module only reads them.
 
 from __future__ import annotations
 
+import functools
 import logging
 import sqlite3
 from collections.abc import Iterable, Sequence
@@ -184,6 +185,12 @@ class Leaderboard:
     @property
     def ours(self) -> list[LeaderboardRow]:
         return [r for r in self.rows if not r.is_reference] + self.unranked
+
+    @functools.cached_property
+    def shows_episode_ci(self) -> bool:
+        """Whether any row of ours kept the runs' own episode CI of the ranked metric (the
+        board is complete when it is read: computed once, not once per printed row)."""
+        return any(r.episode_ci95(self.metric) is not None for r in self.ours)
 
     def all_rows(self) -> list[LeaderboardRow]:
         """Ranked rows, then unranked ones, then references listed apart."""
