@@ -224,27 +224,33 @@ class EpisodicProtocol(Protocol):
         c = self.config
         results = self.evaluate(method, TEST, c.test_seed, c.test_tasks, c.eval_steps)
         final: dict[str, float] = {}
-        for steps, per_task in results.items():
-            for name, values in per_task.items():
-                mean, ci = mean_ci95(values)
-                if method.uses_inner_steps:
-                    final[f"final/test_{name}_steps{steps}"] = mean
-                    final[f"final/test_{name}_steps{steps}_ci95"] = ci
-                diverged = 1.0 - torch.isfinite(values).double().mean().item()
-                if diverged > 0:
-                    # The mean is NaN then; say how many tasks blew up rather than hide it.
-                    final[f"final/test_{name}_steps{steps}_diverged_fraction"] = diverged
-        primary = results[c.eval_steps[-1]]
-        for name, values in primary.items():
-            mean, ci = mean_ci95(values)
-            final[f"final/test_{name}"] = mean
-            final[f"final/test_{name}_ci95"] = ci
-            diverged = 1.0 - torch.isfinite(values).double().mean().item()
-            if diverged > 0:
-                final[f"final/test_{name}_diverged_fraction"] = diverged
+        scored = {
+            (steps, name): _scores(values)
+            for steps, per_task in results.items()
+            for name, values in per_task.items()
+        }
+        for (steps, name), scores in scored.items():
+            for suffix, value in scores.items():
+                # Learners without inner steps have one score; a diverged fraction is kept.
+                if method.uses_inner_steps or suffix == "_diverged_fraction":
+                    final[f"final/test_{name}_steps{steps}{suffix}"] = value
+        for (steps, name), scores in scored.items():
+            if steps == c.eval_steps[-1]:  # the primary step count names the headline
+                final.update({f"final/test_{name}{suffix}": v for suffix, v in scores.items()})
         final["final/test_tasks"] = float(c.test_tasks)
         self.recorder.log_text(per_task_table(results), PER_TASK_PATH)
         return final
+
+
+def _scores(values: torch.Tensor) -> dict[str, float]:
+    """Mean and normal 95% CI half-width of per-task values, and the fraction of tasks that
+    diverged where any did (the mean is NaN then: say how many blew up, not hide it)."""
+    mean, ci = mean_ci95(values)
+    scores = {"": mean, "_ci95": ci}
+    diverged = 1.0 - torch.isfinite(values).double().mean().item()
+    if diverged > 0:
+        scores["_diverged_fraction"] = diverged
+    return scores
 
 
 #: The artifact with every test task's result, for paired comparisons over identical tasks.
