@@ -70,9 +70,13 @@ def build_parser() -> argparse.ArgumentParser:
     lst = sub.add_parser("list", help="list methods or benchmarks")
     lst.add_argument("what", choices=["methods", "benchmarks"])
 
-    show = sub.add_parser("show", help="print a benchmark's resolved spec")
-    show.add_argument("benchmark")
+    show = sub.add_parser(
+        "show", help="print a benchmark's resolved spec, or a method's config on a benchmark"
+    )
+    show.add_argument("name", help="a benchmark, or a method (shown on --benchmark)")
     show.add_argument("--method", help="also print this method's resolved config")
+    show.add_argument("--benchmark", help="with a method's name: the benchmark (default "
+                      "sinusoid-5shot)")  # fmt: skip
     show.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
 
     from benchmarks.cli_results import add_commands
@@ -140,16 +144,25 @@ def cmd_list(args, console: Console) -> int:
 def cmd_show(args, console: Console) -> int:
     import json
 
-    from benchmarks.config import apply_overrides, as_dict
-    from benchmarks.runner import benchmark_spec, plan_run
+    from benchmarks.config import ConfigError, apply_overrides, as_dict
+    from benchmarks.plugins import load_plugins
+    from benchmarks.runner import DEFAULT_BENCHMARK, benchmark_spec, plan_run
+    from benchmarks.specs import BENCHMARKS
+    from methods.registry import METHODS
 
-    spec = benchmark_spec(args.benchmark)
+    load_plugins()
+    benchmark, method = args.name, args.method
+    if benchmark not in BENCHMARKS.entries and benchmark in METHODS.entries:
+        benchmark, method = args.benchmark or DEFAULT_BENCHMARK, args.name
+    elif args.benchmark is not None:
+        raise ConfigError("--benchmark goes with a method's name: show METHOD --benchmark B")
+    spec = benchmark_spec(benchmark)
     overrides = parse_overrides(args.overrides)
     body = json.loads(spec.describe())
-    if args.method is None:
+    if method is None:
         sections = apply_overrides(spec.sections(), overrides)
     else:
-        plan = plan_run(args.method, args.benchmark, 0, overrides, device="cpu")
+        plan = plan_run(method, benchmark, 0, overrides, device="cpu")
         sections = plan.sections()
         body["method"] = {"name": plan.method_name, **as_dict(plan.method)}
     body["task"], body["protocol"] = as_dict(sections["task"]), as_dict(sections["protocol"])
@@ -174,7 +187,13 @@ def _final_table(final: dict[str, float]) -> Table:
 
 
 def cmd_run(args, console: Console) -> int:
-    from benchmarks.runner import DEFAULT_BENCHMARK, plan_from_dict, plan_run
+    from benchmarks.runner import (
+        DEFAULT_BENCHMARK,
+        plan_from_dict,
+        plan_run,
+        prepare_data,
+        record_data_files,
+    )
     from benchmarks.tracking import MlflowTracker
     from methods.registry import METHODS
 
@@ -301,40 +320,6 @@ def _train(plan, tracker, run_id: str, checkpoint, console: Console) -> int:
     if getattr(console.file, "reader_gone", False):
         sys.stderr.write(f"output closed early; run {run_id} FINISHED and is recorded\n")
     return EXIT_OK
-
-
-def prepare_data(plan) -> list:
-    """Load the benchmark's data before anything is recorded; missing or malformed data is
-    bad input (exit 2) with a message saying where we looked and what to do. Returns the
-    data files found while loading (for :func:`record_data_files`)."""
-    from datasets.data_root import (
-        DataNotFoundError,
-        DatasetFormatError,
-        files_read,
-        using_data_root,
-    )
-
-    before = set(files_read())
-    try:
-        with using_data_root(plan.data_root):
-            plan.source.prepare()
-    except (DataNotFoundError, DatasetFormatError) as err:
-        raise UsageError(str(err)) from None
-    return sorted(set(files_read()) - before)
-
-
-#: The artifact listing the data files a run read, with their sizes and SHA-256 digests.
-DATA_FILES_PATH = "data_files.json"
-
-
-def record_data_files(tracker, files: list) -> None:
-    """Log what the run read: path, size and digest of each data file (none: synthetic)."""
-    import json
-
-    from datasets.data_root import file_digests
-
-    if files:
-        tracker.log_text(json.dumps(file_digests(files), indent=2), DATA_FILES_PATH)
 
 
 def cmd_sweep(args, console: Console) -> int:

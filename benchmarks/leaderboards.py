@@ -30,16 +30,6 @@ from benchmarks.statistics import PairedTest, SeedStats, paired_t_test, seed_sta
 
 log = logging.getLogger("mesabench")
 
-#: Columns shown by default, by what the runs logged (first match wins; first column ranks).
-CONTINUAL_COLUMNS = ("final/ra", "final/bti", "final/bwt", "final/la", "final/fwt")
-ONLINE_COLUMNS = (
-    "final/cumulative_accuracy",
-    "final/accuracy/omniglot",
-    "final/accuracy/mnist",
-    "final/accuracy/fashion_mnist",
-    "final/boundary_precision",
-    "final/boundary_recall",
-)
 #: Grouping keys besides run params (``method.inner_lr``, ``task.shots``, ...).
 GROUP_KEYS = ("method", "config_hash", "version")
 #: Keys that never distinguish configurations.
@@ -323,15 +313,36 @@ def benchmarks_in_store(client) -> list[str]:
 
 
 # -- building -----------------------------------------------------------------------------
-def default_columns(metric_names: Iterable[str]) -> list[str]:
+def default_columns(metric_names: Iterable[str], headline: Sequence[str] = ()) -> list[str]:
+    """The columns a board shows by default: the benchmark's declared ``headline`` (its
+    protocol's), those the runs logged. ``"a|b"`` takes the first of a, b logged;
+    ``"prefix/*"`` every logged metric under the prefix. The first column ranks."""
     names = set(metric_names)
-    if "final/ra" in names:
-        return [c for c in CONTINUAL_COLUMNS if c in names]
-    if "final/cumulative_accuracy" in names:
-        return [c for c in ONLINE_COLUMNS if c in names]
-    if "final/test_accuracy" in names:
-        return ["final/test_accuracy"]
-    return ["final/test_loss"]
+    columns: list[str] = []
+    for entry in headline or GENERIC_HEADLINE:
+        if entry.endswith("/*"):
+            columns += sorted(n for n in names if n.startswith(entry[:-1]))
+        else:
+            columns += [c for c in entry.split("|") if c in names][:1]
+    return columns or ["final/test_loss"]
+
+
+def headline_of(benchmark: str) -> tuple[str, ...]:
+    """The benchmark's declared default columns (its spec's, else its protocol's); the
+    generic ones when its spec is not installed."""
+    from benchmarks.protocols import PROTOCOLS
+    from benchmarks.runner import benchmark_spec
+    from methods.registry import RegistryError
+
+    try:
+        spec = benchmark_spec(benchmark)
+    except RegistryError:
+        return GENERIC_HEADLINE
+    return spec.headline or PROTOCOLS[spec.protocol_name].headline
+
+
+#: Columns for a benchmark whose spec is not installed (its runs remain in the store).
+GENERIC_HEADLINE = ("final/test_accuracy|final/test_loss",)
 
 
 def _config_keys(rows: Sequence[LeaderboardRow]) -> list[str]:
@@ -458,7 +469,7 @@ def build_leaderboard(
     published = references_for(benchmark) if references else []
     names = {m for row in ours for r in row.runs for m in r.metrics}
     names |= {m for ref in published for m in ref.metrics}
-    columns = default_columns(names)
+    columns = default_columns(names, headline_of(benchmark))
     if metric is not None:
         columns = [metric, *[c for c in columns if c != metric]]
     for name in sorted(names):

@@ -8,15 +8,14 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
+from methods.icl_figures import ICL_SERIES_COLOURS  # noqa: E402
+
 #: One colour per series label, in every panel and every figure (per run and in reports):
 #: a legend must never call one curve by another's name.
 SERIES_COLOURS = {
+    **ICL_SERIES_COLOURS,
     "train loss": "tab:blue",
     "validation loss": "tab:orange",
-    "model": "tab:blue",
-    "GD (1 step)": "tab:orange",
-    "ridge": "tab:green",
-    "GD++ (K steps)": "tab:red",
     "seen tasks": "tab:blue",
     "all tasks": "tab:green",
     "current task": "tab:orange",
@@ -86,36 +85,13 @@ def sparsity_table(final: dict[str, float]) -> str:
     return "\n".join(rows) + "\n"
 
 
-def sparsity_over_tasks_table(history: list[tuple[int, dict[str, float]]]) -> str:
-    """CSV of each tensor's sparsity after every task (continual learners)."""
+def sparsity_history_table(history: list[tuple[int, dict[str, float]]], axis: str) -> str:
+    """CSV of each tensor's sparsity at every recorded point; the first column is ``axis``
+    (e.g. "iteration", "tasks trained")."""
     names = list(history[0][1])
-    rows = ["tasks_trained," + ",".join(names)]
+    rows = [axis.replace(" ", "_") + "," + ",".join(names)]
     rows += [f"{t}," + ",".join(f"{values[n]:.6f}" for n in names) for t, values in history]
     return "\n".join(rows) + "\n"
-
-
-def icl_curves_figure(curves) -> Figure:
-    """Loss vs context size, and vs input / teacher scale, for the model, GD, GD++, ridge."""
-    fig, axes = plt.subplots(1, 3, figsize=(12, 3.6))
-    titles = {
-        "context": "context points",
-        "ood_input": "input scale alpha",
-        "ood_teacher": "teacher scale alpha",
-    }
-    for ax, (name, points) in zip(axes, curves.items(), strict=True):
-        xs = [x for x, _ in points]
-        for i, label in enumerate(("model", "GD (1 step)", "ridge", "GD++ (K steps)")):
-            if name != "context" and i == 2:
-                continue  # ridge is computed for the context curve only
-            ax.plot(xs, [v[i] for _, v in points], marker="o", label=label,
-                    color=SERIES_COLOURS[label])  # fmt: skip
-        ax.set_xlabel(titles[name])
-        ax.set_yscale("log")
-        ax.set_title(name.replace("_", " "))
-        ax.legend(fontsize="small")  # each panel names its own series
-    axes[0].set_ylabel("loss (0.5 squared error)")
-    fig.tight_layout()
-    return fig
 
 
 def accuracy_matrix_figure(matrix) -> Figure:
@@ -141,12 +117,13 @@ def accuracy_matrix_table(matrix, initial=None) -> str:
     return "\n".join(rows) + "\n"
 
 
-def online_accuracy_figure(correct_by_step, source_of_step, switched, window: int = 100) -> Figure:
+def online_accuracy_figure(
+    correct_by_step, source_of_step, switched, source_names, window: int = 100
+) -> Figure:
     """Test-then-train accuracy over the stream (moving average over ``window`` steps), with
-    the hidden task switches as ticks coloured by the source the new task comes from."""
+    the hidden task switches as ticks coloured by the source the new task comes from
+    (``source_of_step`` indexes ``source_names``)."""
     import numpy as np
-
-    from datasets.osaka import SOURCES
 
     values = np.asarray(correct_by_step, dtype=float)
     window = max(1, min(window, len(values)))
@@ -154,12 +131,13 @@ def online_accuracy_figure(correct_by_step, source_of_step, switched, window: in
     smooth = np.convolve(np.nan_to_num(values), kernel, mode="valid")
     fig, ax = plt.subplots(figsize=(9, 4))
     ax.plot(np.arange(window, len(values) + 1), smooth, color="black", lw=1, label="accuracy")
-    colours = {0: "tab:blue", 1: "tab:orange", 2: "tab:green"}
+    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     switches = np.flatnonzero(np.asarray(switched))
     sources = np.asarray(source_of_step)
-    for index, name in enumerate(SOURCES):
+    for index, name in enumerate(source_names):
         at = switches[sources[switches] == index]
-        ax.vlines(at, 0, 0.04, colors=colours[index], lw=0.8, label=f"switch to {name}")
+        colour = colours[index % len(colours)]
+        ax.vlines(at, 0, 0.04, colors=colour, lw=0.8, label=f"switch to {name}")
     ax.set_xlabel("stream step")
     ax.set_ylabel(f"accuracy (mean of {window} steps)")
     ax.set_ylim(0, 1.02)
@@ -169,10 +147,8 @@ def online_accuracy_figure(correct_by_step, source_of_step, switched, window: in
     return fig
 
 
-def online_accuracy_table(correct_by_step, source_of_step, switched, detected) -> str:
+def online_accuracy_table(correct_by_step, source_of_step, switched, detected, source_names) -> str:
     """CSV, one row per stream step: accuracy, source, true switch, detected boundary."""
-    from datasets.osaka import SOURCES
-
     lines = ["step,accuracy,source,switched,detected"]
     for step, (value, source, switch, found) in enumerate(
         zip(
@@ -183,37 +159,5 @@ def online_accuracy_table(correct_by_step, source_of_step, switched, detected) -
             strict=True,
         )  # fmt: skip
     ):
-        lines.append(f"{step},{value:.4f},{SOURCES[source]},{int(switch)},{int(found)}")
+        lines.append(f"{step},{value:.4f},{source_names[source]},{int(switch)},{int(found)}")
     return "\n".join(lines) + "\n"
-
-
-def lsa_weights_figure(key_query, proj_value, repeat_curves, interpolation) -> Figure:
-    """Heatmaps of W_K^T W_Q and P W_V per head; loss of the repeated layer vs GD; loss along
-    the path from the trained to the constructed weights."""
-    heads = key_query.shape[0]
-    fig, axes = plt.subplots(1, 2 * heads + 2, figsize=(4 * (2 * heads + 2), 3.6))
-    for h in range(heads):
-        for ax, matrix, title in (
-            (axes[2 * h], key_query[h], "W_K^T W_Q"),
-            (axes[2 * h + 1], proj_value[h], "P W_V"),
-        ):
-            limit = float(matrix.abs().max()) or 1.0
-            image = ax.imshow(matrix.numpy(), cmap="RdBu", vmin=-limit, vmax=limit)
-            ax.set_title(f"{title} (head {h})")
-            fig.colorbar(image, ax=ax, fraction=0.046)
-    ax = axes[-2]
-    for label, points in repeat_curves.items():
-        style = "--" if label.startswith("GD") else "-"
-        ax.plot([k for k, _ in points], [v for _, v in points], style, marker="o", label=label)
-    ax.set_xlabel("repetitions K")
-    ax.set_ylabel("loss")
-    ax.set_yscale("log")
-    ax.legend(fontsize="small")
-    ax.set_title("trained layer repeated vs GD")
-    ax = axes[-1]
-    if interpolation:
-        ax.plot([a for a, _ in interpolation], [v for _, v in interpolation], marker="o")
-    ax.set_xlabel("alpha (0: trained, 1: constructed)")
-    ax.set_title("interpolation to the GD weights")
-    fig.tight_layout()
-    return fig

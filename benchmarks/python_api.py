@@ -16,8 +16,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from benchmarks.config import ConfigError
-
 DEFAULT_BENCHMARK = "sinusoid-5shot"
 
 
@@ -58,17 +56,13 @@ def run(
     Any method, task or protocol setting is a keyword (``iterations=200``,
     ``inner_lr=0.01``, ``eval_steps=(1, 10)``); ``settings`` takes qualified names.
     """
-    from benchmarks.cli import UsageError, prepare_data, record_data_files
-    from benchmarks.runner import execute_recorded, plan_run
+    from benchmarks.runner import execute_recorded, plan_run, prepare_data, record_data_files
     from benchmarks.tracking import MlflowTracker
     from methods.registry import METHODS
 
     plan = plan_run(method, benchmark, seed, {**(settings or {}), **overrides}, device, preset,
                     data_root=None if data_root is None else str(data_root))  # fmt: skip
-    try:
-        data_files = prepare_data(plan)
-    except UsageError as err:  # the CLI's one-line usage error, as a ConfigError here
-        raise ConfigError(str(err)) from None
+    data_files = prepare_data(plan)
     tracker = MlflowTracker(tracking_uri)
     run_id = tracker.start(plan, METHODS.get(plan.method_name).source)
     record_data_files(tracker, data_files)

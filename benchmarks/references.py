@@ -170,4 +170,12 @@ REFERENCES: dict[str, list[ReferenceRow]] = {
 
 
 def references_for(benchmark: str) -> list[ReferenceRow]:
-    return REFERENCES.get(benchmark, [])
+    """The table's rows for ``benchmark``, then the ones its spec declares (a plugin's)."""
+    from benchmarks.runner import benchmark_spec
+    from methods.registry import RegistryError
+
+    try:
+        declared = list(benchmark_spec(benchmark).references)
+    except RegistryError:  # runs of a benchmark whose spec is not installed
+        declared = []
+    return REFERENCES.get(benchmark, []) + declared

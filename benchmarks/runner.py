@@ -250,7 +250,7 @@ def execute(
 
 def _execute(plan: RunPlan, recorder: Recorder, progress, checkpoint) -> dict[str, float]:
     spec = benchmark_spec(plan.benchmark)
-    _, protocol_cls = PROTOCOLS[spec.protocol_name]
+    protocol_cls = PROTOCOLS[spec.protocol_name]
     method = build_method(plan)
     protocol = protocol_cls(
         plan.protocol,
@@ -261,6 +261,40 @@ def _execute(plan: RunPlan, recorder: Recorder, progress, checkpoint) -> dict[st
         progress=progress,
     )
     return protocol.run(method, checkpoint=checkpoint)
+
+
+def prepare_data(plan) -> list:
+    """Load the benchmark's data before anything is recorded. Missing or malformed data is
+    bad input: :class:`ConfigError` (exit 2 on the command line) saying where we looked and
+    what to do. Returns the data files found while loading (for :func:`record_data_files`)."""
+    from datasets.data_root import (
+        DataNotFoundError,
+        DatasetFormatError,
+        files_read,
+        using_data_root,
+    )
+
+    before = set(files_read())
+    try:
+        with using_data_root(plan.data_root):
+            plan.source.prepare()
+    except (DataNotFoundError, DatasetFormatError) as err:
+        raise ConfigError(str(err)) from None
+    return sorted(set(files_read()) - before)
+
+
+#: The artifact listing the data files a run read, with their sizes and SHA-256 digests.
+DATA_FILES_PATH = "data_files.json"
+
+
+def record_data_files(tracker, files: list) -> None:
+    """Log what the run read: path, size and digest of each data file (none: synthetic)."""
+    import json
+
+    from datasets.data_root import file_digests
+
+    if files:
+        tracker.log_text(json.dumps(file_digests(files), indent=2), DATA_FILES_PATH)
 
 
 class RunInterrupted(Exception):

@@ -35,6 +35,14 @@ class BenchmarkSpec:
     #: Named override sets (``--preset NAME``), e.g. another paper's settings.
     presets: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     reference: str = ""
+    #: Leaderboard columns by default (see ``Protocol.headline``); empty: the protocol's.
+    headline: tuple[str, ...] = ()
+    #: Numbers to show beside the runs (``ReferenceRow``: method, source, metrics, the
+    #: settings they were measured under, published or derived).
+    references: tuple[Any, ...] = ()
+    #: The plugin API version a plugin benchmark was written for (``benchmarks.plugin_api``);
+    #: the registry refuses a plugin spec without it. Built-ins need none.
+    api_version: int | None = None
 
     def sections(self) -> dict[str, Any]:
         return {"task": self.task, "protocol": self.protocol}

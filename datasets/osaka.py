@@ -81,6 +81,9 @@ class TaskSequence:
 class OsakaStream:
     """Pre-training episodes and the online stream of one OSAKA benchmark."""
 
+    #: What ``TaskSequence.source`` indexes, the names the protocol reports accuracy by.
+    source_names = SOURCES
+
     def __init__(self, config: OsakaConfig):
         self.config = config
         self.problem = Problem(

@@ -9,12 +9,22 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
 import torch
 from torch import Tensor
 
-from datasets.tasks import Problem, TaskBatch
+from datasets.tasks import Problem, TaskBatch, TaskSource
+
+
+class ArtifactLog(Protocol):
+    """Where a method's analyses write: the run's recorder, as the protocol passes it."""
+
+    def log_metrics(self, metrics: dict[str, float], step: int) -> None: ...
+
+    def log_figure(self, figure: Any, path: str) -> None: ...
+
+    def log_text(self, text: str, path: str) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -27,7 +37,7 @@ class MethodConfig:
 #: field keeps the method's own default, so a default meant for the MAML family never
 #: overwrites a plugin's same-named field that means something else.
 SHARED_SETTINGS: dict[str, str] = {
-    "inner_lr": "step size of the inner (per-task adaptation) loop",
+    "inner_lr": "step size of an inner (per-task adaptation) step at initialisation",
     "inner_steps": "inner-loop steps per task during meta-training",
     "test_inner_steps": "inner-loop steps per task at meta-test",
     "glances": "gradient steps taken on each incoming batch of a stream",
@@ -60,6 +70,13 @@ class Method(ABC):
     #: fields of those names mean what the vocabulary says). None by default: a new method
     #: opts in explicitly; the built-in families take them all.
     shared_settings: ClassVar[frozenset[str]] = frozenset()
+    #: The plugin API version a plugin was written for (``benchmarks.plugin_api``), as a
+    #: literal; the registry refuses a plugin method without it. Built-ins need none.
+    api_version: ClassVar[int | None] = None
+    #: Training steps the run will take (episodic: outer iterations; continual: batches of
+    #: the stream; online: stream steps), set by the protocol before the first training
+    #: call, e.g. for learning-rate schedules. 0 until then.
+    total_steps: int = 0
 
     def __init__(self, config: Any, problem: Problem, device: torch.device):
         self.config = config
@@ -138,6 +155,13 @@ class EpisodicMethod(Method):
     ) -> Tensor:
         """Predictions ``[T, Q, out]`` for the queries of ``T`` tasks after adapting to their
         support sets (``steps`` inner steps for gradient learners, ignored otherwise)."""
+
+    def analyse(self, source: TaskSource, log: ArtifactLog, seed: int) -> dict[str, float]:
+        """Analyses that need the method's insides, run after the meta-test on the weights
+        it was scored with (held-out tasks drawn with ``seed``). Curves and figures go to
+        ``log``; returns extra ``final/`` metrics, each declared with
+        ``declare_metric``. None by default."""
+        return {}
 
 
 class ContinualMethod(Method):

@@ -12,10 +12,10 @@ from typing import Any, Literal
 import torch
 from torch import Tensor, nn
 
-from datasets.tasks import Problem, TaskBatch
+from datasets.tasks import Problem, TaskBatch, TaskSource
 from datasets.tokens import context_tokens, interleaved_tokens, query_tokens, read_prediction
 from datasets.typed_config import ConfigError, param
-from methods.api import SHARED_SETTINGS, EpisodicMethod
+from methods.api import SHARED_SETTINGS, ArtifactLog, EpisodicMethod
 from methods.attention import LSABlock
 from methods.losses import per_task_loss
 from methods.reference_algorithms import gd_token_predict, optimal_one_step_rate, ridge_predict
@@ -83,6 +83,13 @@ class InContextMethod(EpisodicMethod):
         if self.optimizer is not None:
             self.optimizer.load_state_dict(state["optimizer"])
 
+    def analyse(self, source: TaskSource, log: ArtifactLog, seed: int) -> dict[str, float]:
+        """On linear regression: alignment with one GD step, and loss vs context size and
+        OOD scale beside GD, GD++ and ridge (:mod:`methods.icl_analyses`)."""
+        from methods import icl_analyses
+
+        return icl_analyses.analyse(self, source, log, seed)
+
 
 def feature_map(dim: int, width: int) -> nn.Module:
     """A learned MLP feature map phi: R^dim -> R^width for nonlinear tasks (identity if 0)."""
@@ -125,6 +132,16 @@ class LSATransformer(InContextMethod):
     @property
     def interleaved(self) -> bool:
         return self.problem.tokens == "interleaved"
+
+    def analyse(self, source: TaskSource, log: ArtifactLog, seed: int) -> dict[str, float]:
+        """The in-context learners' analyses, and for one trained layer on constructed tokens
+        its weights beside the GD construction (von Oswald et al. 2023)."""
+        from methods import icl_analyses
+
+        final = super().analyse(source, log, seed)
+        if icl_analyses.weight_analyses_apply(self, source):
+            final.update(icl_analyses.lsa_weight_analyses(self, source, log, seed=seed))
+        return final
 
     def build_model(self, dim: int) -> nn.Module:
         c = self.config

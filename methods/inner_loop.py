@@ -91,6 +91,18 @@ class InnerLoop:
         """Predictions on one task's queries after adaptation."""
         return self.forward(self.adapt(params, buffers, sx, sy, steps), buffers, qx)
 
+    def batched_adapt(
+        self, params: Params, buffers: Params, sx: Tensor, sy: Tensor, steps: int
+    ) -> Params:
+        """Each task's adapted parameters: every tensor gets a leading task dimension
+        ``[T, ...]`` (tensors that are not adapted are repeated)."""
+        if self.vectorize:
+            return vmap(self.adapt, in_dims=(None, None, 0, 0, None))(
+                params, buffers, sx, sy, steps
+            )
+        per_task = [self.adapt(params, buffers, x, y, steps) for x, y in zip(sx, sy, strict=True)]
+        return {n: torch.stack([task[n] for task in per_task]) for n in per_task[0]}
+
     def _over_tasks(self, fn, params: Params, buffers: Params, tasks: tuple, steps: int):
         if self.vectorize:
             in_dims = (None, None, *([0] * len(tasks)), None)

@@ -29,7 +29,12 @@ class MAMLConfig:
     network: Literal["default", "mlp", "linear", "conv4"] = "default"
     hidden: tuple[int, ...] = param((40, 40), min=1, help="hidden widths of the MLP")
     channels: int = param(64, min=1, help="channels of each Conv-4 block")
-    inner_lr: float = param(0.01, min=0.0, help="inner-loop rate (scale of masks/rates)")
+    inner_lr: float = param(
+        0.01,
+        min=0.0,
+        help="step size of an inner step at initialisation: the fixed rate; where rates are "
+        "learned (Meta-SGD) their start; where masks gate them, the rate let through",
+    )
     inner_steps: int = param(1, min=0, help="inner steps during meta-training")
     test_inner_steps: int = param(10, min=0, help="inner steps when predict() is not told")
     first_order: bool = False

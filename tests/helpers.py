@@ -105,3 +105,57 @@ def leaderboard_json(store: str, capsys, *extra: str) -> dict:
 
     (board,) = json.loads(capsys.readouterr().out, parse_constant=refuse)
     return board
+
+
+#: The plugin guides' complete examples, each a distribution (pyproject.toml and module).
+PLUGIN_PACKAGES = ROOT / "tests" / "plugin_packages"
+
+
+def install_plugin_package(name: str, work: Path) -> Path:
+    """``pip install`` the example distribution ``name`` (entry points and all) into a fresh
+    directory under ``work``; returns that directory, for PYTHONPATH. Built from a copy, so
+    the build leaves nothing in the repository."""
+    import shutil
+    import subprocess
+    import sys
+
+    source, site = work / f"{name}-src", work / f"{name}-site"
+    shutil.copytree(PLUGIN_PACKAGES / name, source)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
+         "--disable-pip-version-check", "--target", str(site), str(source)],
+        check=True, capture_output=True, text=True,
+    )  # fmt: skip
+    return site
+
+
+def interrupt_after_checkpoint(args: list[str], store_dir: Path, benchmark: str, **env: str):
+    """Start ``python -m benchmarks run ARGS`` (storing under ``store_dir``), press Ctrl-C as
+    soon as its first checkpoint is on disk, and return the KILLED run (asserting exit 130)."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from mlflow.tracking import MlflowClient
+
+    store = f"sqlite:///{store_dir / 'mlflow.db'}"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "benchmarks", "run", *args, "--benchmark", benchmark,
+         "--tracking-uri", store],
+        env=python_env(**env), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )  # fmt: skip
+    artifacts = store_dir / "artifacts" / benchmark
+    deadline = time.monotonic() + 180
+    while not list(artifacts.glob("*/artifacts/checkpoints/last.pt")):
+        assert process.poll() is None, process.communicate()
+        assert time.monotonic() < deadline, "no checkpoint appeared"
+        time.sleep(0.2)
+    process.send_signal(signal.SIGINT)
+    _, err = process.communicate(timeout=60)
+    assert process.returncode == 130, err
+    client = MlflowClient(store)
+    (killed,) = client.search_runs([client.get_experiment_by_name(benchmark).experiment_id])
+    assert killed.info.status == "KILLED"
+    return killed

@@ -3,27 +3,33 @@
 from __future__ import annotations
 
 import re
-import signal
-import subprocess
-import sys
-import time
 
 from mlflow.tracking import MlflowClient
 
-from tests.helpers import ROOT, python_env
-from tests.test_plugins import make_distribution
+from tests.helpers import (
+    PLUGIN_PACKAGES,
+    ROOT,
+    install_plugin_package,
+    interrupt_after_checkpoint,
+)
 
 DOC = ROOT / "docs" / "writing-a-benchmark.md"
 
 
+def _blocks(lang: str) -> list[str]:
+    return re.findall(rf"```{lang}\n(.*?)```", DOC.read_text(), flags=re.S)
+
+
+def test_the_guide_shows_the_installed_example_exactly():
+    (module,) = _blocks("python")
+    (toml,) = _blocks("toml")
+    package = PLUGIN_PACKAGES / "my_benchmarks"
+    assert module == (package / "my_benchmarks.py").read_text()
+    assert toml.strip() in (package / "pyproject.toml").read_text()
+
+
 def test_the_guides_benchmark_runs_through_list_show_run_resume_and_leaderboard(tmp_path, run_cli):
-    text = DOC.read_text()
-    (module,) = re.findall(r"```python\n(.*?)```", text, flags=re.S)
-    (toml,) = re.findall(r"```toml\n(.*?)```", text, flags=re.S)
-    entry = re.search(r"^([\w-]+) = \"([\w.:]+)\"$", toml, flags=re.M)
-    site = tmp_path / "site"
-    make_distribution(site, "my-benchmarks", "0.3", {"my_benchmarks": module},
-                      f"[mesabench.benchmarks]\n{entry.group(1)} = {entry.group(2)}\n")  # fmt: skip
+    site = install_plugin_package("my_benchmarks", tmp_path)
     env = {"PYTHONPATH": str(site)}
     store = f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}"
 
@@ -34,25 +40,11 @@ def test_the_guides_benchmark_runs_through_list_show_run_resume_and_leaderboard(
     assert shown.returncode == 0 and '"inner_lr": 0.01' in shown.stdout
 
     # A run interrupted after a checkpoint, then resumed to the end.
-    process = subprocess.Popen(
-        [sys.executable, "-m", "benchmarks", "run", "--method", "maml", "--benchmark",
-         "quadratic-5shot", "--tracking-uri", store],
-        env=python_env(**env), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-    )  # fmt: skip
-    artifacts = tmp_path / "store" / "artifacts" / "quadratic-5shot"
-    deadline = time.monotonic() + 180
-    while not list(artifacts.glob("*/artifacts/checkpoints/last.pt")):
-        assert process.poll() is None, process.communicate()
-        assert time.monotonic() < deadline, "no checkpoint appeared"
-        time.sleep(0.2)
-    process.send_signal(signal.SIGINT)
-    _, err = process.communicate(timeout=60)
-    assert process.returncode == 130, err
+    killed = interrupt_after_checkpoint(
+        ["--method", "maml"], tmp_path / "store", "quadratic-5shot", **env
+    )
     client = MlflowClient(store)
     experiment = client.get_experiment_by_name("quadratic-5shot").experiment_id
-    (killed,) = client.search_runs([experiment])
-    assert killed.info.status == "KILLED"
     assert killed.data.tags["mesabench.benchmark_source"] == "my-benchmarks 0.3"
     resumed = run_cli("run", "--resume", killed.info.run_id, "--tracking-uri", store, **env)
     assert resumed.returncode == 0, resumed.stderr
@@ -69,5 +61,10 @@ def test_the_guides_benchmark_runs_through_list_show_run_resume_and_leaderboard(
     board = run_cli("leaderboard", "--benchmark", "quadratic-5shot", "--tracking-uri", store,
                     "--format", "csv", **env)  # fmt: skip
     assert board.returncode == 0, board.stderr
-    lines = board.stdout.splitlines()
-    assert len(lines) == 3 and {"maml", "fomaml"} <= set(board.stdout.replace(",", " ").split())
+    header, *rows = [line.split(",") for line in board.stdout.splitlines()]
+    by_method = {row[header.index("method")]: dict(zip(header, row, strict=True)) for row in rows}
+    assert set(by_method) == {"maml", "fomaml", "predict zero"}
+    # The spec's reference row, placed beside ours (its settings match the runs').
+    reference = by_method["predict zero"]
+    assert reference["status"] == "reference" and reference["config"] == "derived (closed form)"
+    assert float(reference["test_loss_mean"]) == 16 / 15 + 4 / 9 + 1 / 3

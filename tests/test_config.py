@@ -158,9 +158,8 @@ def test_a_broken_preset_is_named_as_the_presets_mistake(monkeypatch):
 
 
 def test_a_run_builds_its_task_source_once(monkeypatch):
-    from benchmarks.cli import prepare_data
     from benchmarks.recording import MemoryRecorder
-    from benchmarks.runner import execute
+    from benchmarks.runner import execute, prepare_data
 
     plan = plan_run("maml", overrides={"iterations": 2, "val_every": 1, "val_tasks": 4,
                                        "test_tasks": 8}, device="cpu")  # fmt: skip

@@ -284,7 +284,7 @@ def test_protocol_builds_the_accuracy_matrix_after_every_task():
     csv = recorder.artifacts["accuracy_matrix.csv"].splitlines()
     assert csv[2].startswith("0,1.000000,0.") and csv[4] == "2,1.000000,1.000000,1.000000"
     assert "accuracy_matrix.png" in recorder.artifacts
-    assert recorder.checkpoint["task"] == 3 and recorder.checkpoint["iteration"] == 6
+    assert recorder.checkpoint["progress"]["task"] == 3 and recorder.checkpoint["iteration"] == 6
     steps = [s for s, _ in recorder.metrics["continual/accuracy_seen_tasks"]]
     assert steps == [1, 2, 3]
 
@@ -359,7 +359,7 @@ def test_a_resumed_stream_gives_the_uninterrupted_numbers():
     stream = TaskStream(config, learnable_arrays())
     whole, _ = _lamaml_run(stream)
     _, interrupted = _lamaml_run(stream, stop_at_task=2)
-    assert interrupted.checkpoint["task"] == 2
+    assert interrupted.checkpoint["progress"]["task"] == 2
     resumed, _ = _lamaml_run(stream, checkpoint=interrupted.checkpoint)
     for key in ("final/ra", "final/bti", "final/la", "final/fwt", "final/sparsity/overall"):
         assert resumed[key] == whole[key], key

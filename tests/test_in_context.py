@@ -164,7 +164,7 @@ def test_in_context_methods_refuse_image_benchmarks():
 
 
 def test_alignment_metrics_are_perfect_for_constructed_gd_and_poor_for_ridge():
-    from benchmarks.analyses import gd_alignment
+    from methods.icl_analyses import gd_alignment
 
     source = LinRegConfig(input_range=0.5).build()
     plan = plan_run("lsa", "linreg-icl", overrides={"input_range": "0.5"}, device="cpu")
@@ -369,7 +369,7 @@ def test_in_context_benchmark_variants_learn(method, spec, iterations):
 def test_weight_analyses_of_the_constructed_layer_equal_gd():
     """Prop. 1 weights: the layer repeated K times with dampening is K GD steps at the
     dampened rate, and the path to the (rescaled) constructed products is flat."""
-    from benchmarks.analyses import DAMPENINGS, REPEATS, fitted_gd_rate, lsa_weight_analyses
+    from methods.icl_analyses import DAMPENINGS, REPEATS, fitted_gd_rate, lsa_weight_analyses
 
     source = LinRegConfig(input_range=0.5).build()
     lsa = build_method(
@@ -398,7 +398,7 @@ def test_weight_analyses_of_the_constructed_layer_equal_gd():
 
 
 def test_interpolation_starts_at_the_trained_model():
-    from benchmarks.analyses import ANALYSIS, lsa_weight_analyses
+    from methods.icl_analyses import ANALYSIS, lsa_weight_analyses
 
     source = LinRegConfig(input_range=0.5).build()
     plan = plan_run(

@@ -38,3 +38,33 @@ def test_the_config_primitives_are_one_object_at_both_layers():
 
     assert benchmarks.config.ConfigError is datasets.typed_config.ConfigError
     assert benchmarks.config.param is datasets.typed_config.param
+
+
+#: What the harness's generic parts may import from the layers below: the task-source and
+#: Method abstractions, never a concrete dataset or a method's internals.
+GENERIC_HARNESS = [
+    *sorted((ROOT / "benchmarks" / "protocols").glob("*.py")),
+    ROOT / "benchmarks" / "plots.py",
+    ROOT / "benchmarks" / "leaderboards.py",
+    ROOT / "benchmarks" / "leaderboard_formats.py",
+    ROOT / "benchmarks" / "report.py",
+    ROOT / "benchmarks" / "report_figures.py",
+]
+ALLOWED_BELOW = {
+    "datasets",
+    "datasets.tasks",
+    "methods",
+    "methods.api",
+    "methods.registry",
+    "methods.losses",  # the scoring functions (public: benchmarks.plugin_api)
+    "methods.icl_figures",  # its series colours, so that one series has one colour everywhere
+}
+
+
+@pytest.mark.parametrize("path", GENERIC_HARNESS, ids=lambda p: p.name)
+def test_protocols_plots_and_leaderboards_know_no_concrete_dataset_or_method(path):
+    below = [n for n in _imports(path) if n.split(".")[0] in ("datasets", "methods")]
+    assert [n for n in below if n not in ALLOWED_BELOW] == []
+    # ... nor name a benchmark's data sources in their code.
+    text = path.read_text().lower()
+    assert not [w for w in ("osaka", "omniglot", "mnist", "sinusoid") if f'"{w}' in text]

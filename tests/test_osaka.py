@@ -205,7 +205,7 @@ def test_an_interrupted_stream_resumes_to_the_same_numbers(data_root):
 
     with pytest.raises(Interrupt):
         execute(plan, recorder, progress=stop_at)
-    assert recorder.checkpoint["phase"] == "online" and recorder.checkpoint["step"] == 10
+    assert recorder.checkpoint["protocol"] == "online" and recorder.checkpoint["done"] == 10
     resumed = execute(plan, MemoryRecorder(), checkpoint=recorder.checkpoint)
     for key in ("final/cumulative_accuracy", "final/boundary_recall", "final/accuracy/omniglot"):
         if key in whole:

@@ -2,25 +2,32 @@
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
 import pytest
 from mlflow.tracking import MlflowClient
 
-from tests.helpers import ROOT, TINY
+from tests.helpers import (
+    PLUGIN_PACKAGES,
+    ROOT,
+    TINY,
+    install_plugin_package,
+    interrupt_after_checkpoint,
+)
 
 DOC = ROOT / "docs" / "writing-a-method.md"
 PLUGIN_BENCHMARK = """
-from benchmarks.protocols import EpisodicConfig
-from benchmarks.specs import BenchmarkSpec
-from datasets.regression import SinusoidConfig
+from benchmarks.plugin_api import BenchmarkSpec, EpisodicConfig
+from datasets.regression import SinusoidConfig  # private, but the test wants a real task
 
 WIDE = BenchmarkSpec(
     name="sinusoid-wide",
     description="sinusoids on a twice wider input range",
     task=SinusoidConfig(input_range=(-10.0, 10.0)),
     protocol=EpisodicConfig(iterations=20, val_every=10, val_tasks=20, test_tasks=50),
+    api_version=1,
 )
 """
 
@@ -44,80 +51,111 @@ def make_distribution(
 
 @pytest.fixture
 def plugin_site(tmp_path: Path) -> Path:
-    """The docs' example as distribution 'my-methods', plus one plugin that cannot import."""
-    (example,) = _blocks("python")
-    (toml,) = _blocks("toml")
-    entry = re.search(r"^(\w+) = \"([\w.:]+)\"$", toml, flags=re.M)
-    assert entry, "the docs must show one entry-point line"
-    site = tmp_path / "site"
+    """The guide's example installed with pip, beside a distribution holding a plugin that
+    cannot import and a plugin benchmark."""
+    site = install_plugin_package("my_methods", tmp_path)
+    extra = tmp_path / "extra"
     make_distribution(
-        site,
-        "my-methods",
-        "0.1",
-        {
-            "my_methods": example,
-            "broken_methods": "import nope\n",
-            "my_benchmarks": PLUGIN_BENCHMARK,
-        },
-        "[mesabench.methods]\n"
-        f"{entry.group(1)} = {entry.group(2)}\n"
-        "broken = broken_methods:Broken\n"
-        "[mesabench.benchmarks]\n"
-        "sinusoid-wide = my_benchmarks:WIDE\n",
+        extra,
+        "extras",
+        "0.2",
+        {"broken_methods": "import nope\n", "my_benchmarks_wide": PLUGIN_BENCHMARK},
+        "[mesabench.methods]\nbroken = broken_methods:Broken\n"
+        "[mesabench.benchmarks]\nsinusoid-wide = my_benchmarks_wide:WIDE\n",
     )
-    return site
+    return Path(f"{site}{os.pathsep}{extra}")
 
 
-def test_docs_example_runs_end_to_end_as_a_plugin(plugin_site, run_cli, tmp_path):
+def test_the_guide_shows_the_installed_example_exactly():
+    (module,) = _blocks("python")
+    (toml,) = _blocks("toml")
+    package = PLUGIN_PACKAGES / "my_methods"
+    assert module == (package / "my_methods.py").read_text()
+    assert toml.strip() in (package / "pyproject.toml").read_text()
+
+
+def test_the_guides_method_runs_through_list_show_run_resume_and_leaderboard(
+    plugin_site, run_cli, tmp_path
+):
+    env = {"PYTHONPATH": str(plugin_site)}
     store = f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}"
-    listed = run_cli("list", "methods", PYTHONPATH=str(plugin_site))
+    listed = run_cli("list", "methods", **env)
     assert listed.returncode == 0
-    row = next(line for line in listed.stdout.splitlines() if "kernel_regression" in line)
+    row = next(line for line in listed.stdout.splitlines() if "reptile" in line)
     assert "my-methods 0.1" in row
-    assert "plugin method 'broken' from my-methods 0.1 failed to load" in listed.stderr
+    assert "plugin method 'broken' from extras 0.2 failed to load" in listed.stderr
     assert "ModuleNotFoundError" in listed.stderr
+    shown = run_cli("show", "reptile", **env)
+    assert shown.returncode == 0 and '"outer_lr": 1.0' in shown.stdout, shown.stderr
+    # sinusoid-5shot gives every method inner_lr=0.01, but Reptile did not declare the
+    # shared setting: its own 0.02 is kept.
+    assert '"inner_lr": 0.02' in shown.stdout
 
-    result = run_cli(
-        "run",
-        "--method",
-        "kernel_regression",
-        *TINY,
-        "--set",
-        "bandwidth=0.5",
-        "--tracking-uri",
-        store,
-        PYTHONPATH=str(plugin_site),
+    # A run interrupted after a checkpoint, then resumed to the end.
+    budget = ["--set", "iterations=3000", "--set", "checkpoint_every=100"]
+    more = ["--set", "test_tasks=200", "--set", "meta_batch=10"]
+    killed = interrupt_after_checkpoint(
+        ["--method", "reptile", *budget, *more], tmp_path / "store", "sinusoid-5shot", **env
     )
-    assert result.returncode == 0, result.stdout + result.stderr
     client = MlflowClient(store)
-    experiment = client.get_experiment_by_name("sinusoid-5shot")
-    (run,) = client.search_runs([experiment.experiment_id])
+    experiment = client.get_experiment_by_name("sinusoid-5shot").experiment_id
+    resumed = run_cli("run", "--resume", killed.info.run_id, "--tracking-uri", store, **env)
+    assert resumed.returncode == 0, resumed.stderr
+    (run,) = client.search_runs([experiment])
     assert run.info.status == "FINISHED"
     assert run.data.tags["mesabench.method_source"] == "my-methods 0.1"
-    assert run.data.params["method.bandwidth"] == "0.5"
-    assert run.data.metrics["final/test_loss"] < 10.0
-    # Counted without any help from the plugin: its one learned tensor, the bandwidth.
-    assert run.data.metrics["final/num_params"] == 1.0
+    assert run.data.params["method.inner_lr"] == "0.02"
+    # Counted without any help from the plugin: the MLP 1-40-40-1 has 1761 weights.
+    assert run.data.metrics["final/num_params"] == 1761.0
+    # The outer rate was annealed over the run's budget, through the resume: 1 - 2999/3000.
+    assert run.data.metrics["train/outer_lr"] == pytest.approx(1 / 3000)
+    # Reptile learns the family: predicting zero loses E[A^2]/2 ~ 4.2 (A ~ U(0.1, 5.0)).
+    assert run.data.metrics["final/test_loss"] < 2.0
 
-    # A plugin benchmark, run by a built-in method.
-    wide = run_cli(
-        "run",
-        "--method",
-        "fomaml",
-        "--benchmark",
-        "sinusoid-wide",
-        "--tracking-uri",
-        store,
-        PYTHONPATH=str(plugin_site),
-    )
+    board = run_cli("leaderboard", "--benchmark", "sinusoid-5shot", "--tracking-uri", store,
+                    "--format", "csv", **env)  # fmt: skip
+    assert board.returncode == 0, board.stderr
+    assert "reptile" in board.stdout
+
+    # A plugin benchmark, run by a built-in method; a broken plugin stops no built-in.
+    wide = run_cli("run", "--method", "fomaml", "--benchmark", "sinusoid-wide",
+                   "--tracking-uri", store, **env)  # fmt: skip
     assert wide.returncode == 0, wide.stdout + wide.stderr
     assert client.get_experiment_by_name("sinusoid-wide") is not None
 
-    # A broken plugin does not stop the built-ins.
-    builtin = run_cli(
-        "run", "--method", "anil", *TINY, "--tracking-uri", store, PYTHONPATH=str(plugin_site)
+
+def test_plugins_must_state_the_plugin_api_they_were_written_for(tmp_path, run_cli):
+    from benchmarks.plugin_api import API_VERSION
+
+    module = (PLUGIN_PACKAGES / "my_methods" / "my_methods.py").read_text()
+    assert "api_version = 1" in module and API_VERSION == 1
+    site = tmp_path / "site"
+    make_distribution(
+        site,
+        "old-methods",
+        "0.9",
+        {
+            "future": module.replace("api_version = 1", "api_version = 2"),
+            "unstated": module.replace("api_version = 1", "pass"),
+            "current": module,
+        },
+        "[mesabench.methods]\nfuture = future:Reptile\nunstated = unstated:Reptile\n"
+        "current = current:Reptile\n",
     )
-    assert builtin.returncode == 0, builtin.stderr
+    listed = run_cli("list", "methods", PYTHONPATH=str(site))
+    assert listed.returncode == 0
+    assert (
+        "method 'future' from old-methods 0.9 refused: written for plugin API 2, this "
+        "mesabench 0.1.0 has plugin API 1"
+    ) in listed.stderr
+    assert (
+        "method 'unstated' from old-methods 0.9 refused: it states no plugin API version; "
+        "set api_version = 1 on the class"
+    ) in listed.stderr
+    names = {line.split("│")[1].strip() for line in listed.stdout.splitlines() if "│" in line}
+    assert "current" in names and not {"future", "unstated"} & names
+    refused = run_cli("run", "--method", "future", PYTHONPATH=str(site), cwd=tmp_path)
+    assert refused.returncode == 2 and "unknown method 'future'" in refused.stderr
 
 
 def test_a_plugin_taking_a_builtin_name_is_refused_alone(plugin_site, tmp_path, run_cli):
@@ -126,11 +164,13 @@ def test_a_plugin_taking_a_builtin_name_is_refused_alone(plugin_site, tmp_path, 
         other,
         "copycat",
         "0.2",
-        {"copycat": "from methods.maml import GradientMetaLearner as Copy\n"
+        {"copycat": "from methods.maml import GradientMetaLearner\n"
                     "from benchmarks.specs import BenchmarkSpec, BENCHMARKS\n"
                     "import dataclasses\n"
+                    "class Copy(GradientMetaLearner):\n"
+                    "    api_version = 1\n"
                     "WRONG = dataclasses.replace(BENCHMARKS.get('sinusoid-5shot').value,\n"
-                    "                            name='sinusoid-renamed')\n"},
+                    "                            name='sinusoid-renamed', api_version=1)\n"},
         "[mesabench.methods]\nmaml = copycat:Copy\nmamlcopy = copycat:Copy\n"
         "[mesabench.benchmarks]\nsinusoid-typo = copycat:WRONG\n",
     )  # fmt: skip
@@ -157,14 +197,14 @@ def test_a_plugin_taking_a_builtin_name_is_refused_alone(plugin_site, tmp_path, 
 def test_plugins_can_be_switched_off(plugin_site, run_cli, tmp_path):
     result = run_cli("list", "methods", PYTHONPATH=str(plugin_site), MESABENCH_DISABLE_PLUGINS="1")
     assert result.returncode == 0
-    assert "kernel_regression" not in result.stdout and "broken" not in result.stderr
+    assert "reptile" not in result.stdout and "broken" not in result.stderr
     assert "plugins disabled" in result.stdout
     run = run_cli(
         "run",
         "--method",
-        "kernel_regression",
+        "reptile",
         PYTHONPATH=str(plugin_site),
         MESABENCH_DISABLE_PLUGINS="1",
         cwd=tmp_path,
     )
-    assert run.returncode == 2 and "unknown method 'kernel_regression'" in run.stderr
+    assert run.returncode == 2 and "unknown method 'reptile'" in run.stderr

@@ -11,8 +11,9 @@ import statistics
 import matplotlib.colors as mcolors
 import pytest
 
-from benchmarks.plots import SERIES_COLOURS, icl_curves_figure
+from benchmarks.plots import SERIES_COLOURS
 from benchmarks.report_figures import draw, figure_data
+from methods.icl_figures import icl_curves_figure
 
 
 def _legend_matches_artists(fig) -> list[tuple[str, str, str]]:

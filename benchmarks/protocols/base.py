@@ -1,13 +1,36 @@
-"""What every protocol holds (its config, the task source, the run's seed, where results go)
-and the steps every protocol's loop takes alike: stop on divergence, measure sparsity,
-checkpoint and restore, report progress."""
+"""The run skeleton every protocol shares.
+
+A protocol subclasses :class:`Protocol` and writes only what differs:
+
+- ``begin(method, state)``: its own progress for a fresh run, in ``state.progress``;
+- ``train(method, state)``: its training loop. After each training step it calls
+  :meth:`Protocol.step_done`; at its own cadence :meth:`~Protocol.log`,
+  :meth:`~Protocol.record_sparsity` and :meth:`~Protocol.save_checkpoint`; evaluation that
+  is not training time runs inside ``with state.untimed():``;
+- ``finish(method, state)``: its ``final/`` metrics once training is over;
+- ``log_figures(state)``: its own figures and tables.
+
+:meth:`Protocol.run` does the rest alike for every protocol: restore a checkpoint (the
+method's state, the RNG, the clock, the sparsity history and the protocol's progress), keep
+the training clock, stop on divergence, show progress, and end the run: training time,
+parameter count and final sparsity added to the protocol's metrics, all logged at one step,
+sparsity figures drawn. Interruption needs nothing here: the last checkpoint is the resume
+point, and the runner records the run KILLED.
+
+Subclassing registers a protocol by its ``name`` in :data:`PROTOCOLS`; the package imports
+every module in it, so a new protocol is one new module (plus its method face in
+``methods/api.py``).
+"""
 
 from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Callable
-from typing import Any
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
 
 import torch
 
@@ -15,6 +38,9 @@ from benchmarks.recording import Recorder
 from methods.api import Method
 
 ProgressCallback = Callable[[int, dict[str, float]], None]
+
+#: Protocol name -> protocol class, filled by subclassing :class:`Protocol`.
+PROTOCOLS: dict[str, type[Protocol]] = {}
 
 
 class DivergenceError(RuntimeError):
@@ -28,10 +54,59 @@ def overall_sparsity(method: Method, per_tensor: dict[str, float]) -> float:
     return sum(per_tensor[k] * sizes[k] for k in per_tensor) / max(total, 1)
 
 
+@dataclass
+class RunState:
+    """Where a run stands: everything a checkpoint holds besides the method's state."""
+
+    #: Training steps taken (outer iterations, stream batches, ...).
+    done: int = 0
+    #: Training seconds so far, this process and the ones before a resume.
+    elapsed: float = 0.0
+    #: (step, per-tensor sparsity) at each point the protocol recorded it.
+    sparsity_history: list[tuple[int, dict[str, float]]] = field(default_factory=list)
+    #: The protocol's own progress (curves, accuracy matrix, best weights, ...).
+    progress: dict[str, Any] = field(default_factory=dict)
+    _began: float | None = None
+
+    def start_clock(self) -> None:
+        self._began = time.perf_counter() - self.elapsed
+
+    def seconds(self) -> float:
+        """Training seconds up to now."""
+        return time.perf_counter() - self._began if self._began is not None else self.elapsed
+
+    def stop_clock(self) -> None:
+        self.elapsed, self._began = self.seconds(), None
+
+    @contextmanager
+    def untimed(self) -> Iterator[None]:
+        """Time spent inside (evaluation, saving) does not count as training time."""
+        running = self._began is not None
+        self.stop_clock()
+        try:
+            yield
+        finally:
+            if running:
+                self.start_clock()
+
+
 class Protocol:
     """Base of the protocols: owns the loop and the measuring; methods only answer calls."""
 
-    name = ""
+    #: The protocol's name, as benchmark specs give it (``protocol_name``).
+    name: ClassVar[str] = ""
+    #: Leaderboard columns by default, in order (the first ranks). ``"a|b"``: the first of
+    #: a, b that the runs logged; ``"prefix/*"``: every logged metric under the prefix.
+    headline: ClassVar[tuple[str, ...]] = ()
+    #: The sparsity history's x axis (figure label) and the table it is written to.
+    sparsity_axis: ClassVar[tuple[str, str]] = ("iteration", "sparsity_over_iterations.csv")
+    #: Steps the progress bar counts before this protocol's own (online pre-training).
+    progress_offset: int = 0
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if cls.name:
+            PROTOCOLS[cls.name] = cls
 
     def __init__(
         self,
@@ -49,10 +124,76 @@ class Protocol:
         self.device = device
         self.progress = progress
 
-    def stop_if_diverged(self, loss: float, where: str) -> None:
-        """Raise :class:`DivergenceError` ("diverged at WHERE: training loss is nan")."""
+    # -- what each protocol writes ---------------------------------------------------------
+    def total_steps(self) -> int:
+        """Training steps of the whole run (what ``step_done`` counts to)."""
+        raise NotImplementedError
+
+    def begin(self, method: Method, state: RunState) -> None:
+        """Set ``state.progress`` for a fresh run (before the clock starts)."""
+
+    def train(self, method: Method, state: RunState) -> None:
+        """The protocol's training loop, from ``state`` to the end."""
+        raise NotImplementedError
+
+    def finish(self, method: Method, state: RunState) -> dict[str, float]:
+        """The protocol's ``final/`` metrics (training is over, the clock stopped)."""
+        raise NotImplementedError
+
+    def final_step(self, state: RunState) -> int:
+        """The step the ``final/`` metrics are logged at."""
+        return state.done
+
+    def log_figures(self, state: RunState) -> None:
+        """The protocol's own figures and tables."""
+
+    # -- the skeleton ----------------------------------------------------------------------
+    def run(self, method: Method, checkpoint: dict[str, Any] | None = None) -> dict[str, float]:
+        """Train (from ``checkpoint`` if given), evaluate, log and return the ``final/``
+        metrics."""
+        state = RunState()
+        method.total_steps = self.total_steps()
+        if checkpoint is None:
+            self.begin(method, state)
+        else:
+            self.restore(method, checkpoint, state)
+        state.start_clock()
+        self.train(method, state)
+        state.stop_clock()
+        final_sparsity = method.sparsity()  # of the weights training ended with
+        final = {"final/train_time_s": state.elapsed}
+        final.update(self.finish(method, state))
+        final["final/num_params"] = float(method.num_parameters())
+        final.update(self.sparsity_metrics(method, final_sparsity, "final/sparsity/"))
+        self.recorder.log_metrics(final, step=self.final_step(state))
+        self.log_figures(state)
+        self._log_sparsity_figures(state.sparsity_history, final_sparsity)
+        return final
+
+    def step_done(self, state: RunState, metrics: dict[str, float], where: str) -> int:
+        """After one training step: stop if its loss diverged (:class:`DivergenceError`,
+        "diverged at WHERE: training loss is nan"), count it, show progress. Returns the
+        number of steps done."""
+        loss = metrics.get("loss", 0.0)
         if not math.isfinite(loss):
             raise DivergenceError(f"diverged at {where}: training loss is {loss}")
+        state.done += 1
+        if self.progress is not None:
+            self.progress(self.progress_offset + state.done, metrics)
+        return state.done
+
+    def log(self, metrics: dict[str, float], step: int) -> None:
+        self.recorder.log_metrics(metrics, step=step)
+
+    def record_sparsity(
+        self, method: Method, state: RunState, step: int, prefix: str = "sparsity/"
+    ) -> dict[str, float]:
+        """Add the method's sparsity now to the history (if it gates anything); returns the
+        metrics to log for it."""
+        sparsity = method.sparsity()
+        if sparsity:
+            state.sparsity_history.append((step, sparsity))
+        return self.sparsity_metrics(method, sparsity, prefix)
 
     @staticmethod
     def sparsity_metrics(method: Method, per_tensor: dict[str, float], prefix: str) -> dict:
@@ -64,29 +205,48 @@ class Protocol:
         out[f"{prefix}overall"] = overall_sparsity(method, per_tensor)
         return out
 
-    @staticmethod
-    def snapshot(method: Method, iteration: int, elapsed: float, **progress: Any) -> dict:
-        """A checkpoint: the step to continue from (``iteration``, what ``--resume`` shows),
-        the method's state, the time spent so far, the global RNG, and the protocol's own
-        progress (curves, accuracy matrix, ...), all copied so that training on cannot
-        change them."""
-        return {
-            "iteration": iteration,
-            "method": copy.deepcopy(method.state_dict()),
-            "elapsed": elapsed,
-            "torch_rng": torch.get_rng_state(),
-            **progress,
-        }
+    # -- checkpoints -----------------------------------------------------------------------
+    def save_checkpoint(self, method: Method, state: RunState) -> None:
+        """Save where the run stands; ``--resume`` continues from here."""
+        self.recorder.save_checkpoint(
+            {
+                "protocol": self.name,
+                "iteration": self.progress_offset + state.done,  # what --resume shows
+                "done": state.done,
+                "elapsed": state.seconds(),
+                "method": copy.deepcopy(method.state_dict()),
+                "torch_rng": torch.get_rng_state(),
+                "sparsity_history": copy.deepcopy(state.sparsity_history),
+                # Copied, so that training on cannot change what was saved.
+                "progress": copy.deepcopy(state.progress),
+            }
+        )
 
-    @staticmethod
-    def restore(method: Method, checkpoint: dict[str, Any]) -> dict[str, Any]:
-        """Load the method's state and the global RNG from a :meth:`snapshot`; returns the
-        checkpoint for the protocol's own fields."""
+    def restore(self, method: Method, checkpoint: dict[str, Any], state: RunState) -> None:
+        """Load a :meth:`save_checkpoint` into the method, the global RNG and ``state``."""
+        if checkpoint.get("protocol") != self.name:
+            raise ValueError(
+                f"the checkpoint is not one of the {self.name} protocol's "
+                f"(it is {checkpoint.get('protocol')!r}); start the run afresh"
+            )
         method.load_state_dict(checkpoint["method"])
         torch.set_rng_state(checkpoint["torch_rng"])
-        return checkpoint
+        state.done, state.elapsed = checkpoint["done"], checkpoint["elapsed"]
+        state.sparsity_history = checkpoint["sparsity_history"]
+        state.progress = checkpoint["progress"]
 
-    def report(self, done: int, metrics: dict[str, float]) -> None:
-        """Tell the progress bar (if any) how far the run is."""
-        if self.progress is not None:
-            self.progress(done, metrics)
+    def _log_sparsity_figures(self, history, final: dict[str, float]) -> None:
+        from benchmarks.plots import (
+            sparsity_by_depth_figure,
+            sparsity_figure,
+            sparsity_history_table,
+            sparsity_table,
+        )
+
+        axis, table = self.sparsity_axis
+        if history:
+            self.recorder.log_figure(sparsity_figure(history, xlabel=axis), "sparsity.png")
+            self.recorder.log_text(sparsity_history_table(history, axis), table)
+        if final:
+            self.recorder.log_figure(sparsity_by_depth_figure(final), "sparsity_by_depth.png")
+            self.recorder.log_text(sparsity_table(final), "sparsity_per_tensor.csv")

@@ -9,7 +9,7 @@ test set of every task in the stream (no task id at test time). From the accurac
 from __future__ import annotations
 
 import math
-import time
+import typing
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,10 +17,24 @@ import torch
 
 from benchmarks.config import param
 from benchmarks.metrics import continual_metrics
-from benchmarks.protocols.base import Protocol
-from datasets.streams import TaskStream
+from benchmarks.protocols.base import Protocol, RunState
 from datasets.tasks import seeded_generator
 from methods.api import ContinualMethod
+
+
+class TaskStream(typing.Protocol):
+    """What the continual protocol needs of its task source (``datasets.streams.TaskStream``
+    is one): ``num_tasks`` tasks, each with training samples drawn per seed and a fixed
+    test set."""
+
+    config: Any  # what ContinualConfig.total_steps reads: tasks, train_per_task
+    num_tasks: int
+
+    def train_task(self, task: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Inputs and labels of ``task``'s training samples, in stream order."""
+
+    def test_task(self, task: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Inputs and labels of ``task``'s test set."""
 
 
 @dataclass(frozen=True)
@@ -39,6 +53,8 @@ class ContinualProtocol(Protocol):
     """Drives a :class:`ContinualMethod` through a task stream and scores it after each task."""
 
     name = "continual"
+    headline = ("final/ra", "final/bti", "final/bwt", "final/la", "final/fwt")
+    sparsity_axis = ("tasks trained", "sparsity_over_tasks.csv")
     config: ContinualConfig
     source: TaskStream
 
@@ -67,98 +83,62 @@ class ContinualProtocol(Protocol):
         for start in range(0, len(x), size):
             yield x[start : start + size].to(self.device), y[start : start + size].to(self.device)
 
-    def run(
-        self, method: ContinualMethod, checkpoint: dict[str, Any] | None = None
-    ) -> dict[str, float]:
-        """Train on the stream (from ``checkpoint`` if given), return the ``final/`` metrics."""
-        c, tasks = self.config, self.source.num_tasks
-        if checkpoint is None:
-            first_task, done, elapsed = 0, 0, 0.0
-            matrix = torch.full((tasks, tasks), math.nan)
-            initial = self.accuracy_row(method)  # the untrained learner, for forward transfer
-            sparsity_history: list[tuple[int, dict[str, float]]] = []
-            if method.sparsity():
-                sparsity_history.append((0, method.sparsity()))
-        else:
-            self.restore(method, checkpoint)
-            first_task, done = checkpoint["task"], checkpoint["iteration"]
-            elapsed, matrix, initial = checkpoint["elapsed"], checkpoint["R"], checkpoint["initial"]
-            sparsity_history = checkpoint["sparsity_history"]
-        train_time = elapsed
+    def total_steps(self) -> int:
+        return self.config.total_steps(self.source.config)
 
-        for task in range(first_task, tasks):
-            began = time.perf_counter()
+    def begin(self, method: ContinualMethod, state: RunState) -> None:
+        tasks = self.source.num_tasks
+        state.progress = {
+            "task": 0,  # the next task to train on
+            "R": torch.full((tasks, tasks), math.nan),
+            "initial": self.accuracy_row(method),  # the untrained learner, for forward transfer
+        }
+        self.record_sparsity(method, state, 0)
+
+    def train(self, method: ContinualMethod, state: RunState) -> None:
+        c, p = self.config, state.progress
+        for task in range(p["task"], self.source.num_tasks):
             method.begin_task(task)
             for epoch in range(c.epochs):
                 for x, y in self.batches(task, epoch):
                     metrics = method.observe(x, y)
-                    self.stop_if_diverged(metrics.get("loss", 0.0), f"task {task}, batch {done}")
-                    done += 1
+                    done = self.step_done(state, metrics, f"task {task}, batch {state.done}")
                     if "loss" in metrics and done % c.log_every == 0:
-                        self.recorder.log_metrics(
-                            {f"train/{k}": v for k, v in metrics.items()}, step=done
-                        )
-                    self.report(done, metrics)
+                        self.log({f"train/{k}": v for k, v in metrics.items()}, done)
             method.end_task(task)
-            train_time += time.perf_counter() - began
-            matrix[task] = self.accuracy_row(method)
-            self._log_task(method, task, matrix, sparsity_history)
-            self.recorder.save_checkpoint(
-                self.snapshot(
-                    method,
-                    done,
-                    train_time,
-                    task=task + 1,
-                    R=matrix.clone(),
-                    initial=initial,
-                    sparsity_history=list(sparsity_history),
-                )
-            )
+            with state.untimed():  # scoring every task is not training
+                p["R"][task] = self.accuracy_row(method)
+                p["task"] = task + 1
+                self._log_task(method, state, task)
+                self.save_checkpoint(method, state)
 
-        final = {f"final/{k}": v for k, v in continual_metrics(matrix, initial).items()}
+    def finish(self, method: ContinualMethod, state: RunState) -> dict[str, float]:
+        """Retained accuracy, BTI, BWT, LA and FWT from the accuracy matrix."""
+        p = state.progress
+        final = {f"final/{k}": v for k, v in continual_metrics(p["R"], p["initial"]).items()}
         # The leaderboard's common currency: accuracy over all tasks at the end of the stream.
         final["final/test_accuracy"] = final["final/ra"]
-        final["final/train_time_s"] = train_time
-        final["final/samples_per_s"] = done * c.batch_size / max(train_time, 1e-9)
-        final["final/num_params"] = float(method.num_parameters())
-        if sparsity_history:
-            final.update(self.sparsity_metrics(method, sparsity_history[-1][1], "final/sparsity/"))
-        self.recorder.log_metrics(final, step=tasks)
-        self._log_figures(matrix, initial, sparsity_history)
+        final["final/samples_per_s"] = (
+            state.done * self.config.batch_size / max(state.elapsed, 1e-9)
+        )
         return final
 
-    def _log_task(self, method, task: int, matrix, sparsity_history) -> None:
-        row = matrix[task]
+    def final_step(self, state: RunState) -> int:
+        return self.source.num_tasks
+
+    def _log_task(self, method: ContinualMethod, state: RunState, task: int) -> None:
+        row = state.progress["R"][task]
         logged = {
             "continual/accuracy_current_task": row[task].item(),
             "continual/accuracy_seen_tasks": row[: task + 1].mean().item(),
             "continual/accuracy_all_tasks": row.mean().item(),
         }
-        sparsity = method.sparsity()
-        if sparsity:
-            sparsity_history.append((task + 1, sparsity))
-        logged.update(self.sparsity_metrics(method, sparsity, "sparsity/"))
-        self.recorder.log_metrics(logged, step=task + 1)
+        logged.update(self.record_sparsity(method, state, task + 1))
+        self.log(logged, task + 1)
 
-    def _log_figures(self, matrix, initial, sparsity_history) -> None:
-        from benchmarks.plots import (
-            accuracy_matrix_figure,
-            accuracy_matrix_table,
-            sparsity_by_depth_figure,
-            sparsity_figure,
-            sparsity_over_tasks_table,
-            sparsity_table,
-        )
+    def log_figures(self, state: RunState) -> None:
+        from benchmarks.plots import accuracy_matrix_figure, accuracy_matrix_table
 
+        matrix, initial = state.progress["R"], state.progress["initial"]
         self.recorder.log_figure(accuracy_matrix_figure(matrix.numpy()), "accuracy_matrix.png")
         self.recorder.log_text(accuracy_matrix_table(matrix, initial), "accuracy_matrix.csv")
-        if sparsity_history:
-            final = sparsity_history[-1][1]
-            self.recorder.log_figure(
-                sparsity_figure(sparsity_history, xlabel="tasks trained"), "sparsity.png"
-            )
-            self.recorder.log_figure(sparsity_by_depth_figure(final), "sparsity_by_depth.png")
-            self.recorder.log_text(sparsity_table(final), "sparsity_per_tensor.csv")
-            self.recorder.log_text(
-                sparsity_over_tasks_table(sparsity_history), "sparsity_over_tasks.csv"
-            )

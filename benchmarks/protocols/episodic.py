@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import copy
 import math
-import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,12 +16,12 @@ import torch
 
 from benchmarks.config import ConfigError, param
 from benchmarks.metrics import mean_ci95
-from benchmarks.protocols.base import Protocol
+from benchmarks.protocols.base import Protocol, RunState
 from datasets.tasks import TaskSource, seeded_generator
 from methods.api import EpisodicMethod
 from methods.losses import is_classification, per_task_accuracy, per_task_loss
 
-TRAIN, VALIDATION, TEST = 1, 2, 3
+TRAIN, VALIDATION, TEST, ANALYSIS = 1, 2, 3, 4  # seed roles
 SPLITS = {TRAIN: "train", VALIDATION: "val", TEST: "test"}
 
 
@@ -61,6 +60,7 @@ class EpisodicProtocol(Protocol):
     """Drives an :class:`EpisodicMethod` through meta-training, meta-validation and meta-test."""
 
     name = "episodic"
+    headline = ("final/test_accuracy|final/test_loss",)
     config: EpisodicConfig
     source: TaskSource
 
@@ -115,110 +115,63 @@ class EpisodicProtocol(Protocol):
         return self._score(per_task), metrics
 
     # -- training -----------------------------------------------------------------------
-    def run(
-        self, method: EpisodicMethod, checkpoint: dict[str, Any] | None = None
-    ) -> dict[str, float]:
-        """Meta-train (from ``checkpoint`` if given), meta-test, return the ``final/`` metrics."""
-        c = self.config
-        start, best, elapsed = 0, _Best(), 0.0
-        sparsity_history: list[tuple[int, dict[str, float]]] = []
-        curves: dict[str, list[tuple[int, float]]] = {"train/loss": [], "val/loss": []}
-        if checkpoint is not None:
-            self.restore(method, checkpoint)
-            start, elapsed = checkpoint["iteration"], checkpoint["elapsed"]
-            best = _Best(**checkpoint["best"])
-            sparsity_history = checkpoint["sparsity_history"]
-            curves = checkpoint["curves"]
-        began = time.perf_counter() - elapsed
+    def total_steps(self) -> int:
+        return self.config.iterations
 
-        def snapshot(next_iteration: int) -> dict[str, Any]:
-            return self.snapshot(
-                method,
-                next_iteration,
-                time.perf_counter() - began,
-                best=vars(best).copy(),
-                sparsity_history=list(sparsity_history),
-                curves=copy.deepcopy(curves),
-            )
+    def begin(self, method: EpisodicMethod, state: RunState) -> None:
+        state.progress = {"best": _Best(), "curves": {"train/loss": [], "val/loss": []}}
 
-        for it in range(start, c.iterations):
+    def train(self, method: EpisodicMethod, state: RunState) -> None:
+        c, best, curves = self.config, state.progress["best"], state.progress["curves"]
+        for it in range(state.done, c.iterations):
             generator = seeded_generator(TRAIN, self.seed, it, device=self.device)
             metrics = method.meta_train_step(self.source.sample(c.meta_batch, generator, "train"))
-            loss = metrics["loss"]
-            self.stop_if_diverged(loss, f"iteration {it}")
-            done = it + 1
+            done = self.step_done(state, metrics, f"iteration {it}")
             if done % c.log_every == 0 or done == c.iterations:
                 logged = {f"train/{k}": v for k, v in metrics.items()}
-                curves["train/loss"].append((done, loss))
-                sparsity = method.sparsity()
-                if sparsity:
-                    sparsity_history.append((done, sparsity))
-                logged.update(self.sparsity_metrics(method, sparsity, "sparsity/"))
-                self.recorder.log_metrics(logged, step=done)
+                curves["train/loss"].append((done, metrics["loss"]))
+                logged.update(self.record_sparsity(method, state, done))
+                self.log(logged, done)
             if done % c.val_every == 0 or done == c.iterations:
                 score, val_metrics = self.validate(method)
-                self.recorder.log_metrics(val_metrics, step=done)
+                self.log(val_metrics, done)
                 curves["val/loss"].append((done, val_metrics["val/loss"]))
                 if math.isfinite(score) and score <= best.score:
-                    best = _Best(score, done, copy.deepcopy(method.state_dict()))
+                    best = state.progress["best"] = _Best(
+                        score, done, copy.deepcopy(method.state_dict())
+                    )
             if done % c.checkpoint_every == 0 and done < c.iterations:
-                self.recorder.save_checkpoint(snapshot(done))
-            self.report(done, metrics)
+                self.save_checkpoint(method, state)
 
-        train_time = time.perf_counter() - began
-        final_sparsity = method.sparsity()
+    def finish(self, method: EpisodicMethod, state: RunState) -> dict[str, float]:
+        """Meta-test (the best meta-validation weights, if ``select_best``) and analyse."""
+        c, best = self.config, state.progress["best"]
         if c.select_best and best.state is not None:
             method.load_state_dict(best.state)
         final = self.meta_test(method)
         final.update(self.analyse(method))
-        final["final/train_time_s"] = train_time
         final["final/best_iteration"] = float(best.iteration if c.select_best else c.iterations)
-        final["final/num_params"] = float(method.num_parameters())
-        final.update(self.sparsity_metrics(method, final_sparsity, "final/sparsity/"))
-        self.recorder.log_metrics(final, step=c.iterations)
-        self.log_figures(curves, sparsity_history, final_sparsity)
         return final
 
     def analyse(self, method: EpisodicMethod) -> dict[str, float]:
-        """The analyses that apply to this method and task family (in-context learners)."""
-        from benchmarks import analyses
-
-        seed, final = self.config.test_seed, {}
-        if analyses.applies(method, self.source):
-            began = time.perf_counter()
-            final.update(analyses.gd_alignment(method, self.source, seed=seed))
-            final["final/align/wall_time_s"] = time.perf_counter() - began
-            final.update(
-                analyses.context_and_ood_curves(method, self.source, self.recorder, seed=seed)
-            )
-        if analyses.weight_analyses_apply(method, self.source):
-            final.update(
-                analyses.lsa_weight_analyses(method, self.source, self.recorder, seed=seed)
-            )
+        """The method's own analyses on this task family (e.g. an in-context learner against
+        the algorithms it may emulate), and the loss by sequence position of causal tasks."""
+        seed = self.config.test_seed
+        final = method.analyse(self.source, self.recorder, seed=seed)
         if self.source.problem.causal:
-            curve = analyses.loss_by_position(method, self.source, seed=seed)
+            curve = loss_by_position(method, self.source, seed=seed)
             for t, value in enumerate(curve.tolist(), start=1):
-                self.recorder.log_metrics({"analysis/loss_by_t": value}, step=t)
+                self.log({"analysis/loss_by_t": value}, t)
             for t in sorted({1, 5, 10, len(curve)}):
                 final[f"final/loss_t{t}"] = curve[t - 1].item()
         return final
 
-    def log_figures(self, curves, sparsity_history, final_sparsity) -> None:
-        from benchmarks.plots import (
-            learning_curve_figure,
-            sparsity_by_depth_figure,
-            sparsity_figure,
-            sparsity_table,
-        )
+    def log_figures(self, state: RunState) -> None:
+        from benchmarks.plots import learning_curve_figure
 
+        curves = state.progress["curves"]
         if curves["train/loss"]:
             self.recorder.log_figure(learning_curve_figure(curves), "learning_curve.png")
-        if sparsity_history:
-            self.recorder.log_figure(sparsity_figure(sparsity_history), "sparsity.png")
-            self.recorder.log_figure(
-                sparsity_by_depth_figure(final_sparsity), "sparsity_by_depth.png"
-            )
-            self.recorder.log_text(sparsity_table(final_sparsity), "sparsity_per_tensor.csv")
 
     def meta_test(self, method: EpisodicMethod) -> dict[str, float]:
         c = self.config
@@ -251,6 +204,14 @@ def _scores(values: torch.Tensor) -> dict[str, float]:
     if diverged > 0:
         scores["_diverged_fraction"] = diverged
     return scores
+
+
+def loss_by_position(method, source: TaskSource, tasks: int = 1000, seed: int = 0) -> torch.Tensor:
+    """Mean 0.5 ||target - prediction||^2 at every position of held-out sequences (the
+    in-context learning curve of a causal sequence task)."""
+    batch = source.sample(tasks, seeded_generator(ANALYSIS, seed, device=method.device))
+    pred = method.predict(batch.support_x, batch.support_y, batch.query_x)
+    return 0.5 * (pred - batch.query_y).pow(2).sum(-1).mean(0).cpu()
 
 
 #: The artifact with every test task's result, for paired comparisons over identical tasks.

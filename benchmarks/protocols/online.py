@@ -13,20 +13,36 @@ episodes with the learner's episodic face; its metrics and artifacts go under
 from __future__ import annotations
 
 import math
-import time
+import typing
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from benchmarks.config import param
-from benchmarks.protocols.base import Protocol
-from benchmarks.protocols.episodic import (
-    EpisodicConfig,
-    EpisodicProtocol,
-)
-from datasets.osaka import SOURCES, OsakaStream
+from benchmarks.protocols.base import Protocol, RunState
+from benchmarks.protocols.episodic import EpisodicConfig, EpisodicProtocol
+from datasets.tasks import TaskSource
 from methods.api import OnlineMethod
+
+
+class OnlineStream(typing.Protocol):
+    """What the online protocol needs of its task source (``datasets.osaka.OsakaStream`` is
+    one): a stream of ``config.steps`` labelled batches drawn from hidden tasks, each task
+    from one of ``source_names``, and optional episodic pre-training."""
+
+    config: Any  # has ``steps``
+    source_names: tuple[str, ...]
+
+    def tasks(self, seed: int) -> Any:
+        """The hidden tasks: ``task_of_step``, ``switched`` (per step) and ``source`` (an index
+        into ``source_names``, per task)."""
+
+    def batch(self, tasks: Any, seed: int, step: int) -> Any:
+        """The labelled batch (``x``, ``y``) of ``step``."""
+
+    def pretraining(self) -> TaskSource:
+        """Episodes for pre-training (an episodic task source)."""
 
 
 @dataclass(frozen=True)
@@ -79,8 +95,18 @@ class OnlineProtocol(Protocol):
     """Drives an :class:`OnlineMethod`: pre-training (if it asks), then the stream."""
 
     name = "online"
+    headline = (
+        "final/cumulative_accuracy",
+        "final/accuracy/*",
+        "final/boundary_precision",
+        "final/boundary_recall",
+    )
     config: OnlineConfig
-    source: OsakaStream
+    source: OnlineStream
+
+    def __init__(self, config: OnlineConfig, source: OnlineStream, *args, **kwargs):
+        super().__init__(config, source, *args, **kwargs)
+        self.progress_offset = config.pretrain_iterations  # pre-training shows first
 
     def pretrain(self, method: OnlineMethod, checkpoint: dict[str, Any] | None) -> float:
         """Meta-train the method's episodic learner; returns the training time (s)."""
@@ -111,114 +137,95 @@ class OnlineProtocol(Protocol):
     def run(
         self, method: OnlineMethod, checkpoint: dict[str, Any] | None = None
     ) -> dict[str, float]:
-        """Pre-train if the method asks, then test-then-train over the stream; returns the
-        ``final/`` metrics."""
-        c, stream = self.config, self.source
-        phase = None if checkpoint is None else checkpoint.get("phase")
-        pretrains = method.pretrainer() is not None and c.pretrain_iterations > 0
-        pretrain_time = 0.0
-        if phase in (None, "pretrain") and pretrains:
-            pretrain_time = self.pretrain(
-                method, checkpoint["state"] if phase == "pretrain" else None
+        """Pre-train if the method asks (or finish a pre-training a checkpoint left), then
+        test-then-train over the stream; returns the ``final/`` metrics."""
+        in_pretraining = checkpoint is not None and checkpoint.get("phase") == "pretrain"
+        self.pretrain_time = 0.0
+        pretrains = method.pretrainer() is not None and self.config.pretrain_iterations > 0
+        if pretrains and (checkpoint is None or in_pretraining):
+            self.pretrain_time = self.pretrain(
+                method, checkpoint["state"] if in_pretraining else None
             )
-        offset = c.pretrain_iterations  # the progress bar counts pre-training first
-        tasks = stream.tasks(self.seed)
+        self.tasks = self.source.tasks(self.seed)
+        return super().run(method, None if in_pretraining else checkpoint)
 
-        if phase == "online":
-            self.restore(method, checkpoint)
-            start, elapsed = checkpoint["step"], checkpoint["elapsed"]
-            pretrain_time = checkpoint["pretrain_time"]
-            correct_by_step, detected = checkpoint["correct_by_step"], checkpoint["detected"]
-        else:
-            start, elapsed = 0, 0.0
-            correct_by_step = torch.full((stream.config.steps,), math.nan)
-            detected = torch.zeros(stream.config.steps, dtype=torch.bool)
-        began = time.perf_counter() - elapsed
+    def total_steps(self) -> int:
+        return self.source.config.steps  # the stream's; pre-training counts its own
+
+    def begin(self, method: OnlineMethod, state: RunState) -> None:
+        steps = self.source.config.steps
+        state.progress = {
+            "correct_by_step": torch.full((steps,), math.nan),
+            "detected": torch.zeros(steps, dtype=torch.bool),
+            "pretrain_time": self.pretrain_time,
+        }
+
+    def train(self, method: OnlineMethod, state: RunState) -> None:
+        c, stream, p = self.config, self.source, state.progress
+        steps, correct_by_step = stream.config.steps, p["correct_by_step"]
         # Every batch has the same size, so accuracies are means over steps.
-        correct_so_far = correct_by_step[:start].sum().item()
-
-        for step in range(start, stream.config.steps):
-            batch = stream.batch(tasks, self.seed, step)
+        correct_so_far = correct_by_step[: state.done].sum().item()
+        for step in range(state.done, steps):
+            batch = stream.batch(self.tasks, self.seed, step)
             x, y = batch.x.to(self.device), batch.y.to(self.device)
             # Test, then train: the labels reach the learner only after it is scored.
             correct = (method.predict(x).argmax(dim=-1) == y).float().mean().item()
             metrics = method.observe(x, y)
-            loss = metrics.get("loss", 0.0)
-            self.stop_if_diverged(loss, f"stream step {step}")
+            accuracy = (correct_so_far + correct) / (step + 1)
+            done = self.step_done(state, {**metrics, "accuracy": accuracy}, f"stream step {step}")
             correct_by_step[step] = correct
             correct_so_far += correct
             if "boundary" in metrics:
-                detected[step] = bool(metrics["boundary"])
-            done = step + 1
-            accuracy = correct_so_far / done
-            if done % c.log_every == 0 or done == stream.config.steps:
+                p["detected"][step] = bool(metrics["boundary"])
+            if done % c.log_every == 0 or done == steps:
                 window = correct_by_step[max(0, done - c.log_every) : done].mean().item()
-                self.recorder.log_metrics(
+                self.log(
                     {
                         "online/accuracy_so_far": accuracy,
                         "online/accuracy_window": window,
-                        "train/loss": loss,
+                        "train/loss": metrics.get("loss", 0.0),
                     },
-                    step=done,
+                    done,
                 )
-            if done % c.checkpoint_every == 0 and done < stream.config.steps:
-                self.recorder.save_checkpoint(
-                    self.snapshot(
-                        method,
-                        offset + done,
-                        time.perf_counter() - began,
-                        phase="online",
-                        step=done,
-                        correct_by_step=correct_by_step.clone(),
-                        detected=detected.clone(),
-                        pretrain_time=pretrain_time,
-                    )
-                )
-            self.report(offset + done, {**metrics, "accuracy": accuracy})
+            if done % c.checkpoint_every == 0 and done < steps:
+                self.save_checkpoint(method, state)
 
-        stream_time = time.perf_counter() - began
+    def finish(self, method: OnlineMethod, state: RunState) -> dict[str, float]:
+        """Cumulative accuracy, per source and overall; boundary precision and recall."""
+        p, tasks, stream_time = state.progress, self.tasks, state.elapsed
+        correct_by_step, steps = p["correct_by_step"], self.source.config.steps
         cumulative = correct_by_step.mean().item()
         final = {
             "final/cumulative_accuracy": cumulative,
             # The leaderboard's common currency.
             "final/test_accuracy": cumulative,
             "final/stream_time_s": stream_time,
-            "final/train_time_s": pretrain_time + stream_time,
-            "final/steps_per_s": (stream.config.steps - start) / max(stream_time, 1e-9),
-            "final/num_params": float(method.num_parameters()),
+            "final/train_time_s": p["pretrain_time"] + stream_time,
+            "final/steps_per_s": steps / max(stream_time, 1e-9),
             "final/tasks": float(int(tasks.task_of_step[-1]) + 1),
         }
         source_of_step = tasks.source[tasks.task_of_step]
-        for index, name in enumerate(SOURCES):
+        for index, name in enumerate(self.source.source_names):
             steps_of_source = source_of_step == index
             if steps_of_source.any():
                 final[f"final/accuracy/{name}"] = correct_by_step[steps_of_source].mean().item()
         if method.reports_boundaries():
             # Step 0 starts the stream: no learner can detect it, so it is not scored.
-            scores = boundary_scores(detected[1:], tasks.switched[1:])
+            scores = boundary_scores(p["detected"][1:], tasks.switched[1:])
             final.update({f"final/boundary_{k}": v for k, v in scores.items()})
-        sparsity = method.sparsity()
-        final.update(self.sparsity_metrics(method, sparsity, "final/sparsity/"))
-        self.recorder.log_metrics(final, step=stream.config.steps)
-        self._log_figures(correct_by_step, source_of_step, tasks.switched, detected, sparsity)
         return final
 
-    def _log_figures(self, correct_by_step, source_of_step, switched, detected, sparsity) -> None:
-        from benchmarks.plots import (
-            online_accuracy_figure,
-            online_accuracy_table,
-            sparsity_by_depth_figure,
-            sparsity_table,
-        )
+    def log_figures(self, state: RunState) -> None:
+        from benchmarks.plots import online_accuracy_figure, online_accuracy_table
 
+        tasks, names = self.tasks, self.source.source_names
+        correct_by_step, detected = state.progress["correct_by_step"], state.progress["detected"]
+        source_of_step = tasks.source[tasks.task_of_step]
         self.recorder.log_figure(
-            online_accuracy_figure(correct_by_step, source_of_step, switched),
+            online_accuracy_figure(correct_by_step, source_of_step, tasks.switched, names),
             "accuracy_over_time.png",
         )
         self.recorder.log_text(
-            online_accuracy_table(correct_by_step, source_of_step, switched, detected),
+            online_accuracy_table(correct_by_step, source_of_step, tasks.switched, detected, names),
             "accuracy_over_time.csv",
         )
-        if sparsity:
-            self.recorder.log_figure(sparsity_by_depth_figure(sparsity), "sparsity_by_depth.png")
-            self.recorder.log_text(sparsity_table(sparsity), "sparsity_per_tensor.csv")

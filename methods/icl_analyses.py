@@ -1,7 +1,4 @@
-"""Analyses run automatically after the meta-test of in-context learners.
-
-Loss by position (causal sequence tasks): the in-context learning curve, mean loss at each
-step t over held-out sequences.
+"""What in-context learners add to their meta-test (``InContextMethod.analyse``).
 
 Loss vs context size and out-of-distribution curves (linear regression): the model beside
 GD (rate fitted at the training distribution), GD++ (as many steps as the model has layers,
@@ -16,31 +13,36 @@ s = d y_hat / d x_query and GD uses the rate fitted in closed form on separate t
 from __future__ import annotations
 
 import dataclasses
+import time
+from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor
 
 from datasets.tasks import TaskSource, seeded_generator
-from methods.icl import InContextMethod
 from methods.reference_algorithms import gd_token_predict, optimal_one_step_rate, ridge_predict
+
+if TYPE_CHECKING:
+    from methods.icl import InContextMethod
 
 ANALYSIS, FIT = 4, 5  # seed roles, distinct from train / validation / test
 
 
-def applies(method: object, source: TaskSource) -> bool:
-    """Whether the GD alignment analysis applies (in-context learner, linear regression)."""
-    return (
-        isinstance(method, InContextMethod)
-        and source.problem.loss == "half_mse"
-        and not source.problem.causal
-    )
+def is_linear_regression(source: TaskSource) -> bool:
+    """Whether the comparisons with GD, GD++ and ridge apply (non-causal squared loss)."""
+    return source.problem.loss == "half_mse" and not source.problem.causal
 
 
-def loss_by_position(method, source: TaskSource, tasks: int = 1000, seed: int = 0) -> Tensor:
-    """Mean 0.5 ||target - prediction||^2 at every position of held-out sequences."""
-    batch = source.sample(tasks, seeded_generator(ANALYSIS, seed, device=method.device))
-    pred = method.predict(batch.support_x, batch.support_y, batch.query_x)
-    return 0.5 * (pred - batch.query_y).pow(2).sum(-1).mean(0).cpu()
+def analyse(method, source: TaskSource, log, seed: int) -> dict[str, float]:
+    """Alignment with one GD step (timed), and loss vs context size and OOD scale beside GD,
+    GD++ and ridge, on linear-regression tasks; nothing elsewhere."""
+    if not is_linear_regression(source):
+        return {}
+    began = time.perf_counter()
+    final = gd_alignment(method, source, seed=seed)
+    final["final/align/wall_time_s"] = time.perf_counter() - began
+    final.update(context_and_ood_curves(method, source, log, seed=seed))
+    return final
 
 
 def _with_sensitivity(predict, sx: Tensor, sy: Tensor, qx: Tensor) -> tuple[Tensor, Tensor]:
@@ -199,7 +201,7 @@ def context_and_ood_curves(
                 },
                 step=int(alpha * 100),
             )
-    from benchmarks.plots import icl_curves_figure
+    from methods.icl_figures import icl_curves_figure
 
     recorder.log_figure(icl_curves_figure(curves), "icl_curves.png")
     doubled = dict(curves["ood_input"])[2.0]
@@ -211,14 +213,17 @@ DAMPENINGS = (1.0, 0.5)
 INTERPOLATION = tuple(i / 10 for i in range(11))
 
 
-def weight_analyses_apply(method: object, source: TaskSource) -> bool:
-    """A trained 1-layer LSA on constructed linear-regression tokens (von Oswald et al.)."""
-    from methods.icl import LSATransformer
-
-    if not (isinstance(method, LSATransformer) and applies(method, source)):
-        return False
+def weight_analyses_apply(method, source: TaskSource) -> bool:
+    """A trained 1-layer LSA (``method``) on constructed linear-regression tokens (von Oswald
+    et al.)."""
     c = method.config
-    return c.layers == 1 and c.first_layer == "same" and not c.embed and not method.interleaved
+    return (
+        is_linear_regression(source)
+        and c.layers == 1
+        and c.first_layer == "same"
+        and not c.embed
+        and not method.interleaved
+    )
 
 
 def lsa_weight_analyses(method, source: TaskSource, recorder, tasks: int = 2000, seed: int = 0):
@@ -226,9 +231,9 @@ def lsa_weight_analyses(method, source: TaskSource, recorder, tasks: int = 2000,
     dampened fitted rate; heatmaps of W_K^T W_Q and P W_V; and, for one plain linear head,
     the loss along the straight path from the trained products to the Prop. 1 products
     (rescaled to the trained W_K^T W_Q's scale, which leaves their function unchanged)."""
-    from benchmarks.plots import lsa_weights_figure
     from datasets.tokens import context_tokens, query_tokens, read_prediction
     from methods.attention import attention_products, gd_construction, update_from_products
+    from methods.icl_figures import lsa_weights_figure
 
     eta = fitted_gd_rate(source, method.device, seed=seed)
     batch = source.sample(tasks, seeded_generator(ANALYSIS, seed, 2, device=method.device))

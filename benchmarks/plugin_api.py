@@ -1,0 +1,73 @@
+"""The public surface for plugins: everything a method or benchmark plugin may import.
+
+A plugin imports from this module only; every other module of the suite is private and may
+change between releases. ``API_VERSION`` is this surface's major version: it goes up only
+when something here changes incompatibly. A plugin states the version it was written for,
+as a literal (``api_version = 1`` on a method class, ``api_version=1`` in a
+``BenchmarkSpec``); the registry refuses a plugin that states none or another one, alone,
+in one line, and every other method and benchmark keeps working.
+
+Guides: docs/writing-a-method.md and docs/writing-a-benchmark.md.
+"""
+
+from __future__ import annotations
+
+from benchmarks.metric_catalog import declare_metric
+from benchmarks.protocols import ContinualConfig, EpisodicConfig, OnlineConfig
+from benchmarks.references import ReferenceRow
+from benchmarks.specs import BenchmarkSpec
+from datasets.data_root import DataNotFoundError, DatasetFormatError, find_file
+from datasets.tasks import Problem, TaskBatch, TaskSource, seeded_generator
+from datasets.typed_config import ConfigError, param
+from methods.api import (
+    SHARED_SETTINGS,
+    ArtifactLog,
+    ContinualMethod,
+    EpisodicMethod,
+    IncompatibleSetting,
+    Method,
+    OnlineMethod,
+)
+from methods.inner_loop import InnerLoop
+from methods.losses import per_task_accuracy, per_task_loss, task_loss
+from methods.modulation import FixedRate, GradientModulation
+from methods.networks import build_network, check_network
+from methods.registry import MethodEntry
+
+#: Major version of this module's surface; plugins state the one they were written for.
+API_VERSION = 1
+
+__all__ = [
+    "API_VERSION",
+    "SHARED_SETTINGS",
+    "ArtifactLog",
+    "BenchmarkSpec",
+    "ConfigError",
+    "ContinualConfig",
+    "ContinualMethod",
+    "DataNotFoundError",
+    "DatasetFormatError",
+    "EpisodicConfig",
+    "EpisodicMethod",
+    "FixedRate",
+    "GradientModulation",
+    "IncompatibleSetting",
+    "InnerLoop",
+    "Method",
+    "MethodEntry",
+    "OnlineConfig",
+    "OnlineMethod",
+    "Problem",
+    "ReferenceRow",
+    "TaskBatch",
+    "TaskSource",
+    "build_network",
+    "check_network",
+    "declare_metric",
+    "find_file",
+    "param",
+    "per_task_accuracy",
+    "per_task_loss",
+    "seeded_generator",
+    "task_loss",
+]
