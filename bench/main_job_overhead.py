@@ -4,7 +4,8 @@ Times ``python -m benchmarks run --method sparse_maml`` (the README's main job) 
 working tree and from a git worktree of ``--base`` (default: the commit before heartbeats,
 claims and the new leaderboard), alternating A, B, A, B... so that machine load falls on both
 alike. Each run gets its own fresh SQLite store. Prints per-run wall time (whole process)
-and training time (the run's ``final/train_time_s``), their medians, and the ratio ours/base.
+and training time (the run's ``final/train_time_s``), their medians, the ratio ours/base, and
+whether every run of both trees ended with the same ``final/test_loss``.
 
     python bench/main_job_overhead.py --repeats 3
 """
@@ -24,7 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _run_once(tree: Path, work: Path, extra: list[str]) -> tuple[float, float]:
+def _run_once(tree: Path, work: Path, extra: list[str]) -> tuple[float, float, float]:
     store = work / f"store-{time.monotonic_ns()}" / "mlflow.db"
     env = {**os.environ, "PYTHONPATH": str(tree), "MLFLOW_DISABLE_TELEMETRY": "true"}
     began = time.perf_counter()
@@ -37,10 +38,8 @@ def _run_once(tree: Path, work: Path, extra: list[str]) -> tuple[float, float]:
     if done.returncode != 0:
         raise SystemExit(f"run failed in {tree}: {done.stderr[-800:]}")
     with sqlite3.connect(store) as db:
-        (train,) = db.execute(
-            "SELECT value FROM latest_metrics WHERE key = 'final/train_time_s'"
-        ).fetchone()
-    return wall, float(train)
+        values = dict(db.execute("SELECT key, value FROM latest_metrics").fetchall())
+    return wall, float(values["final/train_time_s"]), float(values["final/test_loss"])
 
 
 def main() -> None:
@@ -56,13 +55,13 @@ def main() -> None:
         subprocess.run(["git", "worktree", "add", "--detach", str(base), args.base], cwd=ROOT,
                        check=True, capture_output=True)  # fmt: skip
         try:
-            times: dict[str, list[tuple[float, float]]] = {"ours": [], "base": []}
+            times: dict[str, list[tuple[float, float, float]]] = {"ours": [], "base": []}
             for i in range(args.repeats):
                 for name, tree in (("ours", ROOT), ("base", base)):
-                    wall, train = _run_once(tree, work, extra)
-                    times[name].append((wall, train))
-                    print(f"{name} run {i + 1}: wall {wall:.2f} s, training {train:.2f} s",
-                          flush=True)  # fmt: skip
+                    wall, train, loss = _run_once(tree, work, extra)
+                    times[name].append((wall, train, loss))
+                    print(f"{name} run {i + 1}: wall {wall:.2f} s, training {train:.2f} s, "
+                          f"final/test_loss {loss!r}", flush=True)  # fmt: skip
         finally:
             subprocess.run(["git", "worktree", "remove", "--force", str(base)], cwd=ROOT,
                            capture_output=True)  # fmt: skip
@@ -71,6 +70,8 @@ def main() -> None:
         theirs = statistics.median(t[index] for t in times["base"])
         print(f"median {what}: ours {ours:.2f} s, base {theirs:.2f} s, "
               f"ratio ours/base {ours / theirs:.3f}")  # fmt: skip
+    losses = {t[2] for name in times for t in times[name]}
+    print(f"final/test_loss identical in every run of both trees: {len(losses) == 1}")
 
 
 if __name__ == "__main__":

@@ -89,6 +89,8 @@ class SweepSpec:
     #: Folder of the real datasets, given to every cell (and recorded by each); not part of
     #: the sweep's identity. None: MESABENCH_DATA, else the per-user cache.
     data_root: str | None = None
+    #: Where the spec came from, for error messages: "sweep file PATH" or the command line.
+    origin: str = "sweep command line"
 
     def cells(self) -> list[Cell]:
         keys = [k for k, _ in self.grid]
@@ -166,6 +168,7 @@ def spec_from_file(path: Path, data_root: str | None = None) -> SweepSpec:
     methods = body["methods"]
     seeds = body["seeds"]
     return SweepSpec(
+        origin=f"sweep file {path}",
         benchmark=str(body["benchmark"]),
         methods=tuple(methods) if isinstance(methods, list) else (str(methods),),
         seeds=parse_seeds(",".join(map(str, seeds)) if isinstance(seeds, list) else str(seeds)),
@@ -205,12 +208,24 @@ def plan_cells(spec: SweepSpec) -> dict[Cell, str]:
 
     hashes = {}
     for cell in spec.cells():
-        plan = plan_run(
-            cell.method, spec.benchmark, cell.seed, dict(cell.overrides), spec.device, spec.preset,
-            data_root=spec.data_root,
-        )  # fmt: skip
+        try:
+            plan = plan_run(
+                cell.method, spec.benchmark, cell.seed, dict(cell.overrides), spec.device,
+                spec.preset, data_root=spec.data_root,
+            )  # fmt: skip
+        except ConfigError as err:
+            raise ConfigError(f"{spec.origin}, {_layer_of(spec, str(err))}: {err}") from None
         hashes[cell] = plan.config_hash()
     return hashes
+
+
+def _layer_of(spec: SweepSpec, message: str) -> str:
+    """Which part of the sweep a refused setting came from (the message quotes the key)."""
+    if any(f"'{key}'" in message or f" {key} " in message for key, _ in spec.grid):
+        return "grid"
+    if any(f"'{key}'" in message or f" {key} " in message for key, _ in spec.settings):
+        return "set"
+    return "methods, benchmark or preset"
 
 
 def store_state(tracker, benchmark: str, keys: set[tuple[str, str, int]]) -> tuple[set, int]:

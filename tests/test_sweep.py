@@ -86,6 +86,19 @@ def test_a_bad_cell_stops_the_sweep_before_anything_runs(store, capsys):
     assert _runs(store) == []
 
 
+def test_an_unknown_key_in_a_sweep_file_names_the_file_the_layer_and_close_matches(
+    store, tmp_path, capsys
+):
+    sweep = tmp_path / "typo.yaml"
+    sweep.write_text("benchmark: sinusoid-5shot\nmethods: [maml]\nseeds: [0]\n"
+                     "set: {iterations: 5}\ngrid: {inner_lrr: [0.01, 0.1]}\n")  # fmt: skip
+    assert main(["sweep", str(sweep), "--tracking-uri", store]) == 2
+    err = capsys.readouterr().err
+    assert f"sweep file {sweep}, grid: unknown setting 'inner_lrr'; did you mean " in err
+    assert "method.inner_lr" in err and len(err.strip().splitlines()) == 1
+    assert _runs(store) == []
+
+
 def test_local_sweep_isolates_failures_and_skips_finished_cells_on_rerun(store, capsys):
     args = ["sweep", "--benchmark", "sinusoid-5shot", "--methods", "maml,fomaml", "--seeds",
             "0-1", "--grid", "inner_lr=0.01,1e9", *FAST, "--workers", "2",
