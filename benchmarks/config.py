@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
 # The primitives live below every layer; re-exported here for the harness and plugins.
-from datasets.typed_config import ConfigError, param
+from mesabench_datasets.typed_config import ConfigError, param
 
 
 def _type_name(tp: Any) -> str:

@@ -122,7 +122,7 @@ REFERENCES: dict[str, list[ReferenceRow]] = {
     ],
     "linreg-icl": [
         # Not a published number: the expected loss of one GD step at the optimal rate,
-        # from the closed form (datasets.regression), at each input range.
+        # from the closed form (mesabench_datasets.regression), at each input range.
         ReferenceRow(
             "gd",
             "closed form (one GD step, optimal rate)",

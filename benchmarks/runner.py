@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+from mesabench_datasets.data_root import resolve_data_root, using_data_root
 
 from benchmarks.config import (
     ConfigError,
@@ -28,7 +29,6 @@ from benchmarks.plugins import load_plugins
 from benchmarks.protocols import PROTOCOLS
 from benchmarks.recording import Recorder
 from benchmarks.specs import BENCHMARKS, BenchmarkSpec
-from datasets.data_root import resolve_data_root, using_data_root
 from methods.api import SHARED_SETTINGS, IncompatibleSetting, Method
 from methods.registry import METHODS, MethodEntry
 
@@ -267,7 +267,7 @@ def prepare_data(plan) -> list:
     """Load the benchmark's data before anything is recorded. Missing or malformed data is
     bad input: :class:`ConfigError` (exit 2 on the command line) saying where we looked and
     what to do. Returns the data files found while loading (for :func:`record_data_files`)."""
-    from datasets.data_root import (
+    from mesabench_datasets.data_root import (
         DataNotFoundError,
         DatasetFormatError,
         files_read,
@@ -291,7 +291,7 @@ def record_data_files(tracker, files: list) -> None:
     """Log what the run read: path, size and digest of each data file (none: synthetic)."""
     import json
 
-    from datasets.data_root import file_digests
+    from mesabench_datasets.data_root import file_digests
 
     if files:
         tracker.log_text(json.dumps(file_digests(files), indent=2), DATA_FILES_PATH)

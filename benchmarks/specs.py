@@ -11,13 +11,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from mesabench_datasets.dynamics import LinDynConfig
+from mesabench_datasets.fewshot import FewShotConfig
+from mesabench_datasets.osaka import OsakaConfig
+from mesabench_datasets.regression import LinRegConfig, SinusoidConfig
+from mesabench_datasets.streams import StreamConfig
+
 from benchmarks.config import as_dict
 from benchmarks.protocols import ContinualConfig, EpisodicConfig, OnlineConfig
-from datasets.dynamics import LinDynConfig
-from datasets.fewshot import FewShotConfig
-from datasets.osaka import OsakaConfig
-from datasets.regression import LinRegConfig, SinusoidConfig
-from datasets.streams import StreamConfig
 from methods.registry import BUILTIN, Registry
 
 

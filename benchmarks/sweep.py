@@ -33,8 +33,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mesabench_datasets.data_root import resolve_data_root
+
 from benchmarks.config import ConfigError, parse_pairs
-from datasets.data_root import resolve_data_root
 
 log = logging.getLogger("mesabench")
 

@@ -11,9 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-
-from datasets.tasks import Problem, Split, TaskBatch
-from datasets.typed_config import param
+from mesabench_datasets.tasks import Problem, Split, TaskBatch
+from mesabench_datasets.typed_config import param
 
 
 @dataclass(frozen=True)

@@ -13,11 +13,10 @@ from dataclasses import dataclass
 from typing import Literal
 
 import torch
-
-from datasets.data_root import active_data_root
-from datasets.images import ImagePool, sample_episodes
-from datasets.tasks import Problem, Split
-from datasets.typed_config import ConfigError, param
+from mesabench_datasets.data_root import active_data_root
+from mesabench_datasets.images import ImagePool, sample_episodes
+from mesabench_datasets.tasks import Problem, Split
+from mesabench_datasets.typed_config import ConfigError, param
 
 IMAGE_SHAPES = {
     "omniglot": (1, 28, 28),
@@ -59,11 +58,11 @@ class FewShotConfig:
 @functools.lru_cache(maxsize=4)
 def _pools(config: FewShotConfig, data_root: str | None) -> dict[str, ImagePool]:
     if config.dataset == "omniglot":
-        from datasets.omniglot import load_omniglot, omniglot_splits
+        from mesabench_datasets.omniglot import load_omniglot, omniglot_splits
 
         pools = omniglot_splits(load_omniglot(data_root), config.omniglot_split, config.val_classes)
     else:
-        from datasets.miniimagenet import load_miniimagenet
+        from mesabench_datasets.miniimagenet import load_miniimagenet
 
         pools = load_miniimagenet(config.file_format, data_root)
     if config.test_dataset not in ("same", config.dataset):
@@ -76,10 +75,10 @@ def dataset_pool(name: str, data_root: str | None, part: str = "test") -> ImageP
     """A whole 28x28 dataset as one pool of classes: every Omniglot character, or the ten
     classes of MNIST / Fashion-MNIST's ``part`` (``train`` or ``test``) split."""
     if name == "omniglot":
-        from datasets.omniglot import load_omniglot, omniglot_pool
+        from mesabench_datasets.omniglot import load_omniglot, omniglot_pool
 
         return omniglot_pool(load_omniglot(data_root))
-    from datasets.mnist import class_pool, load_mnist_like
+    from mesabench_datasets.mnist import class_pool, load_mnist_like
 
     arrays = load_mnist_like(name, data_root)
     return class_pool(arrays[f"x_{part}"], arrays[f"y_{part}"])

@@ -12,10 +12,9 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+from mesabench_datasets.data_root import DatasetFormatError
+from mesabench_datasets.tasks import TaskBatch
 from torch import Tensor
-
-from datasets.data_root import DatasetFormatError
-from datasets.tasks import TaskBatch
 
 __all__ = ["DatasetFormatError", "ImagePool", "images_of_classes", "sample_episodes"]
 

@@ -20,9 +20,8 @@ from typing import Literal
 
 import numpy as np
 import torch
-
-from datasets.data_root import DataNotFoundError, DatasetFormatError, find_file
-from datasets.images import ImagePool
+from mesabench_datasets.data_root import DataNotFoundError, DatasetFormatError, find_file
+from mesabench_datasets.images import ImagePool
 
 FOLDER = "miniimagenet"
 SPLITS = ("train", "val", "test")

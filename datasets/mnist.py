@@ -7,9 +7,8 @@ from pathlib import Path
 
 import numpy as np
 import torch
-
-from datasets.data_root import DatasetFormatError, cache_dir, find_file, read_npz
-from datasets.images import ImagePool
+from mesabench_datasets.data_root import DatasetFormatError, cache_dir, find_file, read_npz
+from mesabench_datasets.images import ImagePool
 
 FILES = {"mnist": "mnist.npz", "fashion_mnist": "fashion_mnist.npz"}
 KEYS = ("x_train", "y_train", "x_test", "y_test")
@@ -40,7 +39,7 @@ def class_pool(x: np.ndarray, y: np.ndarray) -> ImagePool:
 
 def download_mnist_like(name: str, root: Path | None = None) -> Path:
     """Download with torchvision (network needed) and save the ``.npz`` layout in the cache."""
-    from torchvision import datasets as tv
+    from torchvision import mesabench_datasets as tv
 
     root = root or cache_dir()
     cls = {"mnist": tv.MNIST, "fashion_mnist": tv.FashionMNIST}[name]

@@ -11,9 +11,8 @@ from pathlib import Path
 
 import numpy as np
 import torch
-
-from datasets.data_root import DatasetFormatError, cache_dir, find_file, read_npz
-from datasets.images import ImagePool
+from mesabench_datasets.data_root import DatasetFormatError, cache_dir, find_file, read_npz
+from mesabench_datasets.images import ImagePool
 
 FILE = "omniglot28.npz"
 KEYS = ("images", "alphabet", "character", "background")

@@ -7,9 +7,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 import torch
-
-from datasets.tasks import Problem, Split, TaskBatch
-from datasets.typed_config import ConfigError, param
+from mesabench_datasets.tasks import Problem, Split, TaskBatch
+from mesabench_datasets.typed_config import ConfigError, param
 
 
 def _uniform(low: float, high: float, shape: tuple[int, ...], g: torch.Generator) -> torch.Tensor:

@@ -17,11 +17,10 @@ from typing import Literal
 
 import numpy as np
 import torch
+from mesabench_datasets.data_root import active_data_root
+from mesabench_datasets.tasks import Problem, seeded_generator
+from mesabench_datasets.typed_config import ConfigError, param
 from torch import Tensor
-
-from datasets.data_root import active_data_root
-from datasets.tasks import Problem, seeded_generator
-from datasets.typed_config import ConfigError, param
 
 MNIST_TRAIN, MNIST_TEST = 60_000, 10_000
 
@@ -66,7 +65,7 @@ class StreamConfig:
 
 @functools.lru_cache(maxsize=2)
 def _mnist(data_root: str | None) -> dict[str, Tensor]:
-    from datasets.mnist import load_mnist_like
+    from mesabench_datasets.mnist import load_mnist_like
 
     arrays = load_mnist_like("mnist", data_root)
     return {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in arrays.items()}

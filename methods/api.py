@@ -12,9 +12,8 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
 import torch
+from mesabench_datasets.tasks import Problem, TaskBatch, TaskSource
 from torch import Tensor
-
-from datasets.tasks import Problem, TaskBatch, TaskSource
 
 
 class ArtifactLog(Protocol):
@@ -85,8 +84,8 @@ class Method(ABC):
 
     @classmethod
     def check_problem(cls, problem: Problem) -> None:
-        """Raise ``ConfigError`` (``datasets.typed_config``, also ``benchmarks.config``) if
-        the method cannot learn ``problem``."""
+        """Raise ``ConfigError`` (``benchmarks.plugin_api``) if the method cannot learn
+        ``problem``."""
         return None
 
     @classmethod

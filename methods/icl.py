@@ -10,11 +10,16 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import torch
+from mesabench_datasets.tasks import Problem, TaskBatch, TaskSource
+from mesabench_datasets.tokens import (
+    context_tokens,
+    interleaved_tokens,
+    query_tokens,
+    read_prediction,
+)
+from mesabench_datasets.typed_config import ConfigError, param
 from torch import Tensor, nn
 
-from datasets.tasks import Problem, TaskBatch, TaskSource
-from datasets.tokens import context_tokens, interleaved_tokens, query_tokens, read_prediction
-from datasets.typed_config import ConfigError, param
 from methods.api import SHARED_SETTINGS, ArtifactLog, EpisodicMethod
 from methods.attention import LSABlock
 from methods.losses import per_task_loss

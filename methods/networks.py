@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
+from mesabench_datasets.tasks import Problem
 from torch import nn
-
-from datasets.tasks import Problem
 
 
 class MLP(nn.Sequential):

@@ -17,10 +17,15 @@ from dataclasses import dataclass
 from typing import Literal
 
 import torch
+from mesabench_datasets.tokens import (
+    interleaved_tokens,
+    natural_context,
+    query_tokens,
+    read_prediction,
+)
+from mesabench_datasets.typed_config import param
 from torch import Tensor, nn
 
-from datasets.tokens import interleaved_tokens, natural_context, query_tokens, read_prediction
-from datasets.typed_config import param
 from methods.icl import InContextMethod, feature_map
 from methods.registry import register_method
 

@@ -13,7 +13,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from benchmarks.cli import main
-from tests.helpers import TINY, python_env
+from tests.helpers import ROOT, TINY, python_env
 
 
 def _db(store: str) -> Path:
@@ -246,21 +246,21 @@ def test_python_dash_m_entry_point(run_cli, tmp_path):
     assert not (tmp_path / "runs").exists()
 
 
-def test_shadowing_datasets_package_stops_with_clear_message(tmp_path):
+def test_another_datasets_package_and_ours_live_side_by_side(tmp_path):
+    """Ours installs as ``mesabench_datasets``: a top-level ``datasets`` (Hugging Face's, or
+    any) stays importable beside it, even from the repository's root."""
     fake = tmp_path / "shadow" / "datasets"
     fake.mkdir(parents=True)
-    (fake / "__init__.py").write_text("# someone else's datasets\n")
-    result = subprocess.run(
-        [sys.executable, "-c", "import benchmarks"],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        env=python_env(PYTHONPATH=str(fake.parent)),
-        timeout=60,
-    )
-    assert result.returncode != 0
-    assert "another distribution's 'datasets' package" in result.stderr
-    assert str(fake) in result.stderr
+    (fake / "__init__.py").write_text("WHO = 'someone else'\n")
+    code = ("import datasets, benchmarks, mesabench_datasets.tasks, methods\n"
+            "print(datasets.WHO, mesabench_datasets.tasks.__name__)")  # fmt: skip
+    for cwd in (tmp_path, ROOT):
+        result = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, cwd=cwd,
+            env=python_env(PYTHONPATH=str(fake.parent)), timeout=60,
+        )  # fmt: skip
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.split() == ["someone", "else", "mesabench_datasets.tasks"]
 
 
 def test_gpu_request_without_gpu_is_bad_input(store, capsys, monkeypatch):
@@ -286,3 +286,26 @@ def test_tasks_that_diverge_at_test_time_are_counted_not_hidden():
     final = execute(plan, MemoryRecorder())
     assert final["final/test_loss_steps30_diverged_fraction"] > 0
     assert math.isnan(final["final/test_loss"]) and math.isnan(final["final/test_loss_ci95"])
+
+
+def test_hugging_face_datasets_works_beside_mesabench(tmp_path):
+    """The real clash: Hugging Face's ``datasets`` (installed by the dev extra) and this suite
+    in one environment, one process, both working."""
+    code = (
+        "import datasets, benchmarks\n"
+        "from benchmarks.plugin_api import TaskBatch\n"
+        "table = datasets.Dataset.from_dict({'x': [1, 2, 3]}).map(lambda r: {'y': 2 * r['x']})\n"
+        "print(list(table['y']), benchmarks.run.__module__, datasets.__file__)\n"
+    )
+    for cwd in (tmp_path, ROOT):
+        result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                                cwd=cwd, env=python_env(), timeout=120)  # fmt: skip
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.startswith("[2, 4, 6] benchmarks.python_api"), result.stdout
+        where = result.stdout.split()[-1]
+        assert "site-packages" in where and str(ROOT) not in where
+    listed = subprocess.run(
+        [sys.executable, "-m", "benchmarks", "list", "methods"],
+        capture_output=True, text=True, cwd=tmp_path, env=python_env(),
+    )  # fmt: skip
+    assert listed.returncode == 0 and "sparse_maml" in listed.stdout

@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from mesabench_datasets.streams import StreamConfig, TaskStream
 
 from benchmarks.metrics import continual_metrics
 from benchmarks.protocols import ContinualConfig, ContinualProtocol
 from benchmarks.recording import MemoryRecorder
-from datasets.streams import StreamConfig, TaskStream
 from methods.lamaml import LaMAMLConfig, LookAheadMetaLearner
 from methods.replay import ReservoirBuffer
 
@@ -137,7 +137,7 @@ def test_reservoir_keeps_a_uniform_sample_of_the_stream():
 
 # -- the La-MAML update -----------------------------------------------------------------
 def _tiny_lamaml(**overrides) -> LookAheadMetaLearner:
-    from datasets.tasks import Problem
+    from mesabench_datasets.tasks import Problem
 
     torch.manual_seed(0)
     config = LaMAMLConfig(
@@ -330,7 +330,7 @@ def test_the_mlp_fast_path_equals_the_generic_lookahead():
 
 
 def _lamaml_run(stream, checkpoint=None, stop_at_task=None):
-    from datasets.tasks import Problem
+    from mesabench_datasets.tasks import Problem
 
     torch.manual_seed(3)
     problem = Problem(input_shape=(784,), output_dim=10, loss="cross_entropy", network="mlp")

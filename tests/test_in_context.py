@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 import torch
+from mesabench_datasets.regression import LinRegConfig
+from mesabench_datasets.tasks import seeded_generator
+from mesabench_datasets.tokens import context_tokens, query_tokens, read_prediction
 
 from benchmarks.recording import MemoryRecorder
 from benchmarks.runner import build_method, execute, plan_run
-from datasets.regression import LinRegConfig
-from datasets.tasks import seeded_generator
-from datasets.tokens import context_tokens, query_tokens, read_prediction
 from methods.attention import LinearSelfAttention, gd_construction, gdpp_construction
 from methods.reference_algorithms import gd_token_predict, ridge_predict
 from tests.helpers import LINREG_EVAL
@@ -200,7 +200,7 @@ def test_trained_one_layer_lsa_matches_one_gd_step():
 
 
 def test_interleaved_tokens_are_the_natural_sequence():
-    from datasets.tokens import interleaved_tokens
+    from mesabench_datasets.tokens import interleaved_tokens
 
     sx, sy, qx, _ = _batch(tasks=2, d=3, n=4, q=2)
     tokens = interleaved_tokens(sx, sy, qx)
@@ -283,7 +283,7 @@ def _gdssm_by_the_definition(layers, tokens):
 
 
 def test_stacked_gdssm_shares_the_context_across_queries_exactly():
-    from datasets.tokens import interleaved_tokens
+    from mesabench_datasets.tokens import interleaved_tokens
 
     sx, sy, qx, _ = _batch(tasks=3, d=4, n=5, q=3)
     plan = plan_run(

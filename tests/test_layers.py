@@ -1,4 +1,6 @@
-"""Dependencies point down: datasets <- methods <- benchmarks, nothing below imports above."""
+"""Dependencies point down: datasets <- methods <- benchmarks, nothing below imports above.
+
+(The datasets/ folder is imported as ``mesabench_datasets``.)"""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ import pytest
 
 from tests.helpers import ROOT
 
+#: Folder -> import names it must not use.
 ABOVE = {"datasets": ("methods", "benchmarks"), "methods": ("benchmarks",)}
 
 
@@ -33,11 +36,12 @@ def test_no_module_imports_a_layer_above_it(package):
 
 
 def test_the_config_primitives_are_one_object_at_both_layers():
-    import benchmarks.config
-    import datasets.typed_config
+    import mesabench_datasets.typed_config
 
-    assert benchmarks.config.ConfigError is datasets.typed_config.ConfigError
-    assert benchmarks.config.param is datasets.typed_config.param
+    import benchmarks.config
+
+    assert benchmarks.config.ConfigError is mesabench_datasets.typed_config.ConfigError
+    assert benchmarks.config.param is mesabench_datasets.typed_config.param
 
 
 #: What the harness's generic parts may import from the layers below: the task-source and
@@ -51,8 +55,8 @@ GENERIC_HARNESS = [
     ROOT / "benchmarks" / "report_figures.py",
 ]
 ALLOWED_BELOW = {
-    "datasets",
-    "datasets.tasks",
+    "mesabench_datasets",
+    "mesabench_datasets.tasks",
     "methods",
     "methods.api",
     "methods.registry",
@@ -63,7 +67,7 @@ ALLOWED_BELOW = {
 
 @pytest.mark.parametrize("path", GENERIC_HARNESS, ids=lambda p: p.name)
 def test_protocols_plots_and_leaderboards_know_no_concrete_dataset_or_method(path):
-    below = [n for n in _imports(path) if n.split(".")[0] in ("datasets", "methods")]
+    below = [n for n in _imports(path) if n.split(".")[0] in ("mesabench_datasets", "methods")]
     assert [n for n in below if n not in ALLOWED_BELOW] == []
     # ... nor name a benchmark's data sources in their code.
     text = path.read_text().lower()

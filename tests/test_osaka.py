@@ -8,12 +8,12 @@ from typing import Any
 
 import pytest
 import torch
+from mesabench_datasets.osaka import SOURCES, OsakaConfig
 from mlflow.tracking import MlflowClient
 
 from benchmarks.cli import main
 from benchmarks.protocols.online import OnlineConfig, OnlineProtocol, boundary_scores
 from benchmarks.recording import MemoryRecorder
-from datasets.osaka import SOURCES, OsakaConfig
 from methods.api import OnlineMethod
 from methods.online import OnlineMetaConfig, OnlineMetaLearner
 from tests.helpers import OSAKA_TINY
@@ -131,7 +131,7 @@ def _prototype_batch(prototypes, labels, generator):
 
 
 def test_cmaml_detects_the_switches_of_a_constructed_stream():
-    from datasets.tasks import Problem
+    from mesabench_datasets.tasks import Problem
 
     torch.manual_seed(0)
     problem = Problem((1, 28, 28), 10, "cross_entropy", "conv4")
@@ -228,7 +228,7 @@ def test_online_learners_refuse_wrong_settings(data_root, store, capsys):
 
 
 def test_prolonged_cmaml_updates_the_slow_weights_at_boundaries_and_full_buffers():
-    from datasets.tasks import Problem
+    from mesabench_datasets.tasks import Problem
 
     torch.manual_seed(0)
     problem = Problem((1, 28, 28), 10, "cross_entropy", "conv4")

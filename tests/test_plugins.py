@@ -20,7 +20,7 @@ from tests.helpers import (
 DOC = ROOT / "docs" / "writing-a-method.md"
 PLUGIN_BENCHMARK = """
 from benchmarks.plugin_api import BenchmarkSpec, EpisodicConfig
-from datasets.regression import SinusoidConfig  # private, but the test wants a real task
+from mesabench_datasets.regression import SinusoidConfig  # private, but the test wants a real task
 
 WIDE = BenchmarkSpec(
     name="sinusoid-wide",

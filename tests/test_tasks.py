@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import pytest
 import torch
-
-from datasets.data_root import DataNotFoundError, find_file
-from datasets.regression import LinRegConfig, SinusoidConfig
-from datasets.tasks import seeded_generator
+from mesabench_datasets.data_root import DataNotFoundError, find_file
+from mesabench_datasets.regression import LinRegConfig, SinusoidConfig
+from mesabench_datasets.tasks import seeded_generator
 
 
 def test_sinusoid_tasks_follow_the_maml_distribution():

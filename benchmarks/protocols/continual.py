@@ -14,18 +14,18 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+from mesabench_datasets.tasks import seeded_generator
 
 from benchmarks.config import param
 from benchmarks.metrics import continual_metrics
 from benchmarks.protocols.base import Protocol, RunState
-from datasets.tasks import seeded_generator
 from methods.api import ContinualMethod
 
 
 class TaskStream(typing.Protocol):
-    """What the continual protocol needs of its task source (``datasets.streams.TaskStream``
-    is one): ``num_tasks`` tasks, each with training samples drawn per seed and a fixed
-    test set."""
+    """What the continual protocol needs of its task source
+    (``mesabench_datasets.streams.TaskStream`` is one): ``num_tasks`` tasks, each with
+    training samples drawn per seed and a fixed test set."""
 
     config: Any  # what ContinualConfig.total_steps reads: tasks, train_per_task
     num_tasks: int

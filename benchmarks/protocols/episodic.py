@@ -13,11 +13,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+from mesabench_datasets.tasks import TaskSource, seeded_generator
 
 from benchmarks.config import ConfigError, param
 from benchmarks.metrics import mean_ci95
 from benchmarks.protocols.base import Protocol, RunState
-from datasets.tasks import TaskSource, seeded_generator
 from methods.api import EpisodicMethod
 from methods.losses import is_classification, per_task_accuracy, per_task_loss
 

@@ -18,18 +18,19 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+from mesabench_datasets.tasks import TaskSource
 
 from benchmarks.config import param
 from benchmarks.protocols.base import Protocol, RunState
 from benchmarks.protocols.episodic import EpisodicConfig, EpisodicProtocol
-from datasets.tasks import TaskSource
 from methods.api import OnlineMethod
 
 
 class OnlineStream(typing.Protocol):
-    """What the online protocol needs of its task source (``datasets.osaka.OsakaStream`` is
-    one): a stream of ``config.steps`` labelled batches drawn from hidden tasks, each task
-    from one of ``source_names``, and optional episodic pre-training."""
+    """What the online protocol needs of its task source
+    (``mesabench_datasets.osaka.OsakaStream`` is one): a stream of ``config.steps`` labelled
+    batches drawn from hidden tasks, each task from one of ``source_names``, and optional
+    episodic pre-training."""
 
     config: Any  # has ``steps``
     source_names: tuple[str, ...]
