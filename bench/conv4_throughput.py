@@ -20,9 +20,9 @@ from functools import partial
 import higher
 import torch
 import torch.nn.functional as F
+
 from mesabench_datasets.fewshot import FewShotConfig
 from mesabench_datasets.tasks import seeded_generator
-
 from methods.inner_loop import InnerLoop
 from methods.modulation import FixedRate
 from methods.networks import Conv4

@@ -19,9 +19,9 @@ import time
 import warnings
 
 import torch
-from mesabench_datasets.streams import StreamConfig
 from torch import nn
 
+from mesabench_datasets.streams import StreamConfig
 from methods.continual import stream_network
 from methods.lamaml import LaMAMLConfig, LookAheadMetaLearner
 

@@ -15,9 +15,9 @@ from functools import partial
 import higher
 import torch
 import torch.nn.functional as F
+
 from mesabench_datasets.regression import SinusoidConfig
 from mesabench_datasets.tasks import seeded_generator
-
 from methods.inner_loop import InnerLoop
 from methods.modulation import FixedRate
 from methods.networks import MLP

@@ -67,6 +67,19 @@ def build_parser() -> argparse.ArgumentParser:
         "if it is FINISHED, take it over if its holder died; sweeps run every cell this way",
     )
 
+    ev = sub.add_parser(
+        "evaluate", help="score a finished run's saved learner, here or on another benchmark"
+    )
+    ev.add_argument("run_id", help="the training run whose learner to score")
+    ev.add_argument("--benchmark", default=None, help="where to score it (default: its own)")
+    ev.add_argument("--learner", choices=["best", "final"], default=None,
+                    help="which saved learner (default: best where saved, else final)")  # fmt: skip
+    ev.add_argument("--seed", type=int, default=None, help="default: the run's seed")
+    ev.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    ev.add_argument("--device", default="auto")
+    ev.add_argument("--data-root", default=None, help="folder with real datasets")
+    ev.add_argument("--tracking-uri", default=None)
+
     lst = sub.add_parser("list", help="list methods or benchmarks")
     lst.add_argument("what", choices=["methods", "benchmarks"])
 
@@ -240,6 +253,9 @@ def cmd_run(args, console: Console) -> int:
         plan = plan_from_dict(body)
         run_id = args.resume
         prepare_data(plan)  # before the run is touched: a refusal leaves it as it was
+        if plan.learner_from:  # an evaluation: score the saved learner again
+            return _evaluate(plan, tracker, _saved_learner(tracker, plan.learner_from, args),
+                             console, resume=True)  # fmt: skip
         checkpoint = tracker.load_checkpoint()
         tracker.resume()
     try:
@@ -247,6 +263,92 @@ def cmd_run(args, console: Console) -> int:
     finally:
         if claim is not None:
             claim.release()
+
+
+def cmd_evaluate(args, console: Console) -> int:
+    """Score a finished run's saved learner on its benchmark or another compatible one; the
+    new run records which run it came from."""
+    import dataclasses
+
+    from benchmarks.runner import fit_learner, plan_run, prepare_data, record_data_files
+    from benchmarks.tracking import MlflowTracker
+    from mesabench_datasets.data_root import using_data_root
+
+    tracker = MlflowTracker(args.tracking_uri)
+    try:
+        source = tracker.client.get_run(args.run_id)
+    except Exception:
+        raise UsageError(f"evaluate: no run {args.run_id!r} in {tracker.uri}") from None
+    if source.info.status != "FINISHED":
+        raise UsageError(f"evaluate: run {args.run_id} is {source.info.status}, not FINISHED")
+    body = tracker.read_plan(args.run_id)
+    if body.get("learner_from"):
+        raise UsageError(f"evaluate: run {args.run_id} is itself an evaluation; name the "
+                         f"training run {body['learner_from']}")  # fmt: skip
+    saved = _saved_learner(tracker, args.run_id, args)
+    # The learner's own method settings; on its own benchmark its task and protocol
+    # settings too (so that the run's test is repeated exactly), elsewhere the target's;
+    # then the user's --set.
+    benchmark = args.benchmark or body["benchmark"]
+    sections = ("method", "task", "protocol") if benchmark == body["benchmark"] else ("method",)
+    overrides = {f"{part}.{k}": v for part in sections for k, v in body[part].items()}
+    overrides.update(parse_overrides(args.overrides))
+    plan = plan_run(
+        body["method_name"],
+        benchmark,
+        body["seed"] if args.seed is None else args.seed,
+        overrides,
+        args.device,
+        data_root=args.data_root,
+    )
+    plan = dataclasses.replace(plan, learner_from=args.run_id)
+    data_files = prepare_data(plan)
+    with using_data_root(plan.data_root):
+        fit_learner(plan, saved)  # refused here, before anything is recorded
+    run_id = tracker.start(plan, source.data.tags.get("mesabench.method_source", "?"))
+    tracker.client.set_tag(run_id, "mesabench.evaluated_from", args.run_id)
+    tracker.client.set_tag(run_id, "mesabench.learner", args.learner_name)
+    tracker.client.set_tag(run_id, "mesabench.trained_on", body["benchmark"])
+    record_data_files(tracker, data_files)
+    return _evaluate(plan, tracker, saved, console)
+
+
+def _saved_learner(tracker, run_id: str, args) -> dict:
+    """The state of run ``run_id``'s ``best`` learner (else ``final``), or as ``--learner``
+    asks; records the choice in ``args.learner_name``."""
+    wanted = getattr(args, "learner", None) or "best"
+    names = [wanted] if getattr(args, "learner", None) else ["best", "final"]
+    for name in names:
+        saved = tracker.load_learner(run_id, name)
+        if saved is not None:
+            args.learner_name = name
+            return saved["state"]
+    raise UsageError(
+        f"run {run_id} saved no {wanted!r} learner (runs keep learners since mesabench 0.1.0 "
+        "commit f4aeb5c; older runs have none)"
+    )
+
+
+def _evaluate(plan, tracker, learner: dict, console: Console, resume: bool = False) -> int:
+    from benchmarks.runner import RunFailed, RunInterrupted, execute_recorded
+
+    if resume:
+        tracker.resume()
+    console.print(
+        f"[bold]{plan.method_name}[/] from run {plan.learner_from} scored on "
+        f"[bold]{plan.benchmark}[/]; MLflow run {tracker.run_id}"
+    )
+    try:
+        final = execute_recorded(plan, tracker, learner=learner)
+    except RunInterrupted as err:
+        sys.stderr.write(f"{err}\n")
+        return EXIT_KILLED
+    except RunFailed as err:
+        sys.stderr.write(f"{err}\n")
+        return EXIT_FAILED
+    console.print(_final_table(final))
+    console.print(f"MLflow run id: [bold]{tracker.run_id}[/] (store: {tracker.uri})")
+    return EXIT_OK
 
 
 def _claim_cell(tracker, plan):
@@ -364,6 +466,7 @@ COMMANDS = {
     "run": cmd_run,
     "list": cmd_list,
     "show": cmd_show,
+    "evaluate": cmd_evaluate,
     "sweep": cmd_sweep,
     **{name: _results_command(name) for name in ("leaderboard", "report", "ui", "compare", "runs")},
 }

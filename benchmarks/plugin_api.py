@@ -12,14 +12,13 @@ Guides: docs/writing-a-method.md and docs/writing-a-benchmark.md.
 
 from __future__ import annotations
 
-from mesabench_datasets.data_root import DataNotFoundError, DatasetFormatError, find_file
-from mesabench_datasets.tasks import Problem, TaskBatch, TaskSource, seeded_generator
-from mesabench_datasets.typed_config import ConfigError, param
-
 from benchmarks.metric_catalog import declare_metric
 from benchmarks.protocols import ContinualConfig, EpisodicConfig, OnlineConfig
 from benchmarks.references import ReferenceRow
 from benchmarks.specs import BenchmarkSpec
+from mesabench_datasets.data_root import DataNotFoundError, DatasetFormatError, find_file
+from mesabench_datasets.tasks import Problem, TaskBatch, TaskSource, seeded_generator
+from mesabench_datasets.typed_config import ConfigError, param
 from methods.api import (
     SHARED_SETTINGS,
     ArtifactLog,

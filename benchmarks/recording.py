@@ -11,6 +11,9 @@ class Recorder(Protocol):
 
     def save_checkpoint(self, state: dict[str, Any]) -> None: ...
 
+    def save_learner(self, state: dict[str, Any], name: str) -> None:
+        """Keep a trained learner (``name``: ``final``, ``best``) with the run."""
+
     def log_figure(self, figure: Any, path: str) -> None: ...
 
     def log_text(self, text: str, path: str) -> None: ...
@@ -23,6 +26,7 @@ class MemoryRecorder:
         self.metrics: dict[str, list[tuple[int, float]]] = {}
         self.checkpoint: dict[str, Any] | None = None
         self.artifacts: dict[str, Any] = {}
+        self.learners: dict[str, dict[str, Any]] = {}
 
     def log_metrics(self, metrics: dict[str, float], step: int) -> None:
         for key, value in metrics.items():
@@ -30,6 +34,9 @@ class MemoryRecorder:
 
     def save_checkpoint(self, state: dict[str, Any]) -> None:
         self.checkpoint = state
+
+    def save_learner(self, state: dict[str, Any], name: str) -> None:
+        self.learners[name] = state
 
     def log_figure(self, figure: Any, path: str) -> None:
         self.artifacts[path] = figure

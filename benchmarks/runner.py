@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from mesabench_datasets.data_root import resolve_data_root, using_data_root
 
 from benchmarks.config import (
     ConfigError,
@@ -29,6 +28,7 @@ from benchmarks.plugins import load_plugins
 from benchmarks.protocols import PROTOCOLS
 from benchmarks.recording import Recorder
 from benchmarks.specs import BENCHMARKS, BenchmarkSpec
+from mesabench_datasets.data_root import resolve_data_root, using_data_root
 from methods.api import SHARED_SETTINGS, IncompatibleSetting, Method
 from methods.registry import METHODS, MethodEntry
 
@@ -49,6 +49,9 @@ class RunPlan:
     #: Absolute folder searched first for dataset files (None: MESABENCH_DATA is unset and
     #: the per-user cache is searched). Recorded with the run, not part of its identity.
     data_root: str | None = None
+    #: The run whose saved learner this run scores, untrained further (``evaluate``); None
+    #: for a training run. Part of the identity: evaluations rank apart from training runs.
+    learner_from: str | None = None
 
     def sections(self) -> dict[str, Any]:
         return {"method": self.method, "task": self.task, "protocol": self.protocol}
@@ -67,6 +70,8 @@ class RunPlan:
             "device": self.device,
             "data_root": self.data_root,
             **{name: as_dict(cfg) for name, cfg in self.sections().items()},
+            # Only where set, so that every training run's config hash stays as it was.
+            **({"learner_from": self.learner_from} if self.learner_from else {}),
         }
 
     def config_hash(self) -> str:
@@ -89,6 +94,8 @@ class RunPlan:
         for name, cfg in self.sections().items():
             for key, value in as_dict(cfg).items():
                 flat[f"{name}.{key}"] = str(value)
+        if self.learner_from:
+            flat["evaluation.learner_from"] = self.learner_from
         return flat
 
 
@@ -227,6 +234,7 @@ def plan_from_dict(body: dict[str, Any]) -> RunPlan:
         protocol=from_dict(type(spec.protocol), body["protocol"]),
         device=body["device"],
         data_root=body.get("data_root"),
+        learner_from=body.get("learner_from"),
     )
 
 
@@ -242,16 +250,41 @@ def execute(
     recorder: Recorder,
     progress=None,
     checkpoint: dict[str, Any] | None = None,
+    learner: dict[str, Any] | None = None,
 ) -> dict[str, float]:
-    """Run ``plan`` to completion and return its ``final/`` metrics."""
+    """Run ``plan`` to completion and return its ``final/`` metrics; with ``learner`` (a
+    saved method state, for a plan with ``learner_from``), score it without training."""
     with using_data_root(plan.data_root):
-        return _execute(plan, recorder, progress, checkpoint)
+        return _execute(plan, recorder, progress, checkpoint, learner)
 
 
-def _execute(plan: RunPlan, recorder: Recorder, progress, checkpoint) -> dict[str, float]:
+def fit_learner(plan: RunPlan, learner: dict[str, Any]) -> Method:
+    """The plan's method holding a saved learner's state; :class:`ConfigError` if the
+    learner does not fit the plan's benchmark (another input or output size, another
+    architecture) or the protocol cannot score a trained learner."""
+    spec = benchmark_spec(plan.benchmark)
+    if not PROTOCOLS[spec.protocol_name].can_score():
+        raise ConfigError(
+            f"benchmark {plan.benchmark!r} uses the {spec.protocol_name} protocol, which scores "
+            "a learner only while it trains; evaluate on an episodic or continual benchmark"
+        )
+    method = build_method(plan)
+    try:
+        method.load_state_dict(learner)
+    except (RuntimeError, KeyError, ValueError) as err:
+        lines = [line.strip() for line in str(err).strip().splitlines()] or [type(err).__name__]
+        why = " ".join(lines[:2]) if lines[0].endswith(":") else lines[0]
+        raise ConfigError(
+            f"the learner of run {plan.learner_from} does not fit {plan.benchmark!r} "
+            f"(another network or input size): {why[:300]}"
+        ) from None
+    return method
+
+
+def _execute(plan: RunPlan, recorder: Recorder, progress, checkpoint, learner) -> dict[str, float]:
     spec = benchmark_spec(plan.benchmark)
     protocol_cls = PROTOCOLS[spec.protocol_name]
-    method = build_method(plan)
+    method = build_method(plan) if learner is None else fit_learner(plan, learner)
     protocol = protocol_cls(
         plan.protocol,
         plan.source,
@@ -260,6 +293,8 @@ def _execute(plan: RunPlan, recorder: Recorder, progress, checkpoint) -> dict[st
         torch.device(plan.device),
         progress=progress,
     )
+    if learner is not None:
+        return protocol.evaluate_learner(method)
     return protocol.run(method, checkpoint=checkpoint)
 
 
@@ -314,7 +349,9 @@ class RunFailed(Exception):
         self.run_id, self.reason = run_id, reason
 
 
-def execute_recorded(plan: RunPlan, tracker, progress=None, checkpoint=None) -> dict[str, float]:
+def execute_recorded(
+    plan: RunPlan, tracker, progress=None, checkpoint=None, learner=None
+) -> dict[str, float]:
     """Run ``plan`` into a started (or resumed) tracker run and close that run.
 
     Every way out is recorded: FINISHED with the final metrics; an exception is FAILED
@@ -326,7 +363,7 @@ def execute_recorded(plan: RunPlan, tracker, progress=None, checkpoint=None) -> 
     import traceback
 
     try:
-        final = execute(plan, tracker, progress=progress, checkpoint=checkpoint)
+        final = execute(plan, tracker, progress=progress, checkpoint=checkpoint, learner=learner)
         tracker.finish("FINISHED")
         return final
     except (KeyboardInterrupt, SystemExit, BrokenPipeError) as err:

@@ -11,14 +11,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from benchmarks.config import as_dict
+from benchmarks.protocols import ContinualConfig, EpisodicConfig, OnlineConfig
 from mesabench_datasets.dynamics import LinDynConfig
 from mesabench_datasets.fewshot import FewShotConfig
 from mesabench_datasets.osaka import OsakaConfig
 from mesabench_datasets.regression import LinRegConfig, SinusoidConfig
 from mesabench_datasets.streams import StreamConfig
-
-from benchmarks.config import as_dict
-from benchmarks.protocols import ContinualConfig, EpisodicConfig, OnlineConfig
 from methods.registry import BUILTIN, Registry
 
 

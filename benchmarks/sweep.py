@@ -33,9 +33,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mesabench_datasets.data_root import resolve_data_root
-
 from benchmarks.config import ConfigError, parse_pairs
+from mesabench_datasets.data_root import resolve_data_root
 
 log = logging.getLogger("mesabench")
 

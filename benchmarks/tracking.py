@@ -37,6 +37,9 @@ from benchmarks.lifecycle import Heartbeat, heartbeat_tags  # noqa: E402
 LOCK_RETRY_SECONDS = 60.0
 CHECKPOINT_PATH = "checkpoints/last.pt"
 CONFIG_PATH = "config.json"
+#: Where a run keeps a trained learner (``final``: as training ended; ``best``: the
+#: best-on-validation weights, where the protocol validates).
+LEARNER_DIR = "learner"
 _BATCH_LIMIT = 900  # MLflow accepts at most 1000 metrics per log_batch call
 
 
@@ -176,6 +179,8 @@ class MlflowTracker:
         self._pending: list[Metric] = []
         self._last_flush = time.monotonic()
         self._logged_up_to: dict[str, int] = {}
+        #: The run's resolved config (``RunPlan.to_dict``), saved with its learners.
+        self.plan_body: dict[str, Any] | None = None
 
     # -- experiments and runs -----------------------------------------------------------
     def experiment_id(self, benchmark: str, create: bool = True) -> str | None:
@@ -224,7 +229,8 @@ class MlflowTracker:
         params = [Param(k, v[:6000]) for k, v in plan.flat_params().items()]
         for i in range(0, len(params), 90):
             self.client.log_batch(self.run_id, params=params[i : i + 90])
-        self.log_text(json.dumps(plan.to_dict(), indent=2, default=str), CONFIG_PATH)
+        self.plan_body = plan.to_dict()
+        self.log_text(json.dumps(self.plan_body, indent=2, default=str), CONFIG_PATH)
         self._start_heartbeat()
         return self.run_id
 
@@ -243,8 +249,23 @@ class MlflowTracker:
         for key in run.data.metrics:
             history = self.client.get_metric_history(run_id, key)
             self._logged_up_to[key] = max(m.step for m in history)
+        self.plan_body = self.read_plan(run_id)
+        return self.plan_body
+
+    def read_plan(self, run_id: str) -> dict[str, Any]:
+        """The resolved config a run recorded (its ``config.json``)."""
         path = self.client.download_artifacts(run_id, CONFIG_PATH, tempfile.mkdtemp())
         return json.loads(Path(path).read_text())
+
+    def load_learner(self, run_id: str, name: str) -> dict[str, Any] | None:
+        """A learner the run saved (see :meth:`save_learner`), or None if it saved none by
+        that name."""
+        names = {a.path for a in self.client.list_artifacts(run_id, LEARNER_DIR)}
+        path = f"{LEARNER_DIR}/{name}.pt"
+        if path not in names:
+            return None
+        local = self.client.download_artifacts(run_id, path, tempfile.mkdtemp())
+        return torch.load(local, map_location="cpu", weights_only=False)
 
     def resume(self) -> None:
         """Mark the reopened run RUNNING again and start its heartbeat."""
@@ -296,6 +317,15 @@ class MlflowTracker:
             path = Path(tmp) / Path(CHECKPOINT_PATH).name
             torch.save(state, path)
             self.client.log_artifact(self.run_id, str(path), "checkpoints")
+
+    def save_learner(self, state: dict[str, Any], name: str) -> None:
+        """``learner/NAME.pt``: the method's state with the run's resolved config and id, so
+        that ``evaluate`` (or a user's own code) can rebuild and re-score it."""
+        body = {"format": 1, "name": name, "run_id": self.run_id, "plan": self.plan_body,
+                "state": state}  # fmt: skip
+        buffer = io.BytesIO()
+        torch.save(body, buffer)
+        self._log_bytes(buffer.getvalue(), f"{LEARNER_DIR}/{name}.pt")
 
     def log_figure(self, figure: Any, path: str) -> None:
         buffer = io.BytesIO()

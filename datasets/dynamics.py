@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
+
 from mesabench_datasets.tasks import Problem, Split, TaskBatch
 from mesabench_datasets.typed_config import param
 

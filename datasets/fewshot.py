@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 import torch
+
 from mesabench_datasets.data_root import active_data_root
 from mesabench_datasets.images import ImagePool, sample_episodes
 from mesabench_datasets.tasks import Problem, Split

@@ -12,9 +12,10 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+from torch import Tensor
+
 from mesabench_datasets.data_root import DatasetFormatError
 from mesabench_datasets.tasks import TaskBatch
-from torch import Tensor
 
 __all__ = ["DatasetFormatError", "ImagePool", "images_of_classes", "sample_episodes"]
 

@@ -20,6 +20,7 @@ from typing import Literal
 
 import numpy as np
 import torch
+
 from mesabench_datasets.data_root import DataNotFoundError, DatasetFormatError, find_file
 from mesabench_datasets.images import ImagePool
 

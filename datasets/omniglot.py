@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+
 from mesabench_datasets.data_root import DatasetFormatError, cache_dir, find_file, read_npz
 from mesabench_datasets.images import ImagePool
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 import torch
+
 from mesabench_datasets.tasks import Problem, Split, TaskBatch
 from mesabench_datasets.typed_config import ConfigError, param
 

@@ -12,8 +12,9 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
 import torch
-from mesabench_datasets.tasks import Problem, TaskBatch, TaskSource
 from torch import Tensor
+
+from mesabench_datasets.tasks import Problem, TaskBatch, TaskSource
 
 
 class ArtifactLog(Protocol):

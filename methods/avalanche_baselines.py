@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import torch
-from mesabench_datasets.tasks import Problem
-from mesabench_datasets.typed_config import param
 from torch import Tensor, nn
 
+from mesabench_datasets.tasks import Problem
+from mesabench_datasets.typed_config import param
 from methods.continual import StreamLearner, stream_network
 from methods.registry import register_method
 

@@ -11,10 +11,10 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
-from mesabench_datasets.tasks import Problem
-from mesabench_datasets.typed_config import param
 from torch import Tensor, nn
 
+from mesabench_datasets.tasks import Problem
+from mesabench_datasets.typed_config import param
 from methods.api import SHARED_SETTINGS, ContinualMethod
 from methods.networks import build_network
 from methods.registry import register_method

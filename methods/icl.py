@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import torch
+from torch import Tensor, nn
+
 from mesabench_datasets.tasks import Problem, TaskBatch, TaskSource
 from mesabench_datasets.tokens import (
     context_tokens,
@@ -18,8 +20,6 @@ from mesabench_datasets.tokens import (
     read_prediction,
 )
 from mesabench_datasets.typed_config import ConfigError, param
-from torch import Tensor, nn
-
 from methods.api import SHARED_SETTINGS, ArtifactLog, EpisodicMethod
 from methods.attention import LSABlock
 from methods.losses import per_task_loss

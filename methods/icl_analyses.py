@@ -17,9 +17,9 @@ import time
 from typing import TYPE_CHECKING
 
 import torch
-from mesabench_datasets.tasks import TaskSource, seeded_generator
 from torch import Tensor
 
+from mesabench_datasets.tasks import TaskSource, seeded_generator
 from methods.reference_algorithms import gd_token_predict, optimal_one_step_rate, ridge_predict
 
 if TYPE_CHECKING:
@@ -232,7 +232,6 @@ def lsa_weight_analyses(method, source: TaskSource, recorder, tasks: int = 2000,
     the loss along the straight path from the trained products to the Prop. 1 products
     (rescaled to the trained W_K^T W_Q's scale, which leaves their function unchanged)."""
     from mesabench_datasets.tokens import context_tokens, query_tokens, read_prediction
-
     from methods.attention import attention_products, gd_construction, update_from_products
     from methods.icl_figures import lsa_weights_figure
 

@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Collection
 
 import torch
-from mesabench_datasets.tasks import LossKind, TaskBatch
 from torch import Tensor, nn
 from torch.func import functional_call, grad, vmap
 
+from mesabench_datasets.tasks import LossKind, TaskBatch
 from methods.losses import task_loss
 from methods.modulation import GradientModulation
 

@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import torch
-from mesabench_datasets.tasks import Problem
-from mesabench_datasets.typed_config import param
 from torch import Tensor
 
+from mesabench_datasets.tasks import Problem
+from mesabench_datasets.typed_config import param
 from methods.continual import StreamLearner, own_seed, stream_network
 from methods.inner_loop import InnerLoop
 from methods.modulation import LearnedRates

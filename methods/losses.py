@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import torch.nn.functional as F
-from mesabench_datasets.tasks import LossKind
 from torch import Tensor
+
+from mesabench_datasets.tasks import LossKind
 
 
 def task_loss(prediction: Tensor, target: Tensor, kind: LossKind) -> Tensor:

@@ -11,10 +11,10 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import torch
-from mesabench_datasets.tasks import Problem, TaskBatch
-from mesabench_datasets.typed_config import ConfigError, param
 from torch import Tensor
 
+from mesabench_datasets.tasks import Problem, TaskBatch
+from mesabench_datasets.typed_config import ConfigError, param
 from methods.api import SHARED_SETTINGS, EpisodicMethod, IncompatibleSetting
 from methods.inner_loop import InnerLoop
 from methods.modulation import FixedRate, GradientModulation, LearnedRates

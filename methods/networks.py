@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
-from mesabench_datasets.tasks import Problem
 from torch import nn
+
+from mesabench_datasets.tasks import Problem
 
 
 class MLP(nn.Sequential):

@@ -23,11 +23,11 @@ from dataclasses import dataclass, fields
 from typing import Any, Literal
 
 import torch
-from mesabench_datasets.tasks import Problem
-from mesabench_datasets.typed_config import ConfigError, param
 from torch import Tensor
 from torch.nn import functional as F
 
+from mesabench_datasets.tasks import Problem
+from mesabench_datasets.typed_config import ConfigError, param
 from methods.api import SHARED_SETTINGS, EpisodicMethod, OnlineMethod
 from methods.maml import GradientMetaLearner, MAMLConfig
 from methods.registry import register_method

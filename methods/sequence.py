@@ -10,10 +10,10 @@ from dataclasses import dataclass
 from typing import Literal
 
 import torch
-from mesabench_datasets.tasks import Problem
-from mesabench_datasets.typed_config import ConfigError, param
 from torch import Tensor, nn
 
+from mesabench_datasets.tasks import Problem
+from mesabench_datasets.typed_config import ConfigError, param
 from methods.icl import InContextMethod
 from methods.mesa import CausalMixer, MesaLayer
 from methods.registry import register_method

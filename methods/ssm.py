@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 import torch
+from torch import Tensor, nn
+
 from mesabench_datasets.tokens import (
     interleaved_tokens,
     natural_context,
@@ -24,8 +26,6 @@ from mesabench_datasets.tokens import (
     read_prediction,
 )
 from mesabench_datasets.typed_config import param
-from torch import Tensor, nn
-
 from methods.icl import InContextMethod, feature_map
 from methods.registry import register_method
 

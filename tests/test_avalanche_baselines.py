@@ -7,10 +7,10 @@ import warnings
 
 import pytest
 import torch
-from mesabench_datasets.streams import StreamConfig, TaskStream
 
 from benchmarks.protocols import ContinualConfig, ContinualProtocol
 from benchmarks.recording import MemoryRecorder
+from mesabench_datasets.streams import StreamConfig, TaskStream
 from methods.avalanche_baselines import AvalancheBaseline, AvalancheConfig, experience_of
 from tests.test_continual import learnable_arrays
 

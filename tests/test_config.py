@@ -5,11 +5,11 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from mesabench_datasets.regression import LinRegConfig, SinusoidConfig
 
 from benchmarks.config import ConfigError, apply_overrides, param, parse_value, validate
 from benchmarks.protocols import EpisodicConfig
 from benchmarks.runner import plan_run
+from mesabench_datasets.regression import LinRegConfig, SinusoidConfig
 from methods.api import EpisodicMethod
 from methods.maml import MAMLConfig
 

@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from mesabench_datasets.streams import StreamConfig, TaskStream
 
 from benchmarks.metrics import continual_metrics
 from benchmarks.protocols import ContinualConfig, ContinualProtocol
 from benchmarks.recording import MemoryRecorder
+from mesabench_datasets.streams import StreamConfig, TaskStream
 from methods.lamaml import LaMAMLConfig, LookAheadMetaLearner
 from methods.replay import ReservoirBuffer
 

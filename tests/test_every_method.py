@@ -19,9 +19,8 @@ BUILT_INS = sorted(e.name for e in METHODS if e.source == "built-in")
 def _benchmark_for(method: str) -> str:
     """A benchmark the method accepts: a continual stream for continual learners, else
     synthetic regression tasks, else sequences."""
-    from mesabench_datasets.regression import LinRegConfig
-
     from benchmarks.config import ConfigError
+    from mesabench_datasets.regression import LinRegConfig
 
     protocols = METHODS.get(method).value.cls.protocols
     if "continual" in protocols:

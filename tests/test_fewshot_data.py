@@ -7,13 +7,13 @@ import pickle
 import numpy as np
 import pytest
 import torch
+
 from mesabench_datasets.data_root import DataNotFoundError
 from mesabench_datasets.fewshot import FewShotConfig
 from mesabench_datasets.images import DatasetFormatError
 from mesabench_datasets.miniimagenet import load_csv_split, load_miniimagenet, load_pickle_split
 from mesabench_datasets.omniglot import load_omniglot, omniglot_splits
 from mesabench_datasets.tasks import seeded_generator
-
 from tests.image_fixtures import (
     SPLIT_CLASSES,
     WNIDS,
@@ -191,8 +191,9 @@ def test_cross_domain_test_split_comes_from_the_other_dataset(data_root):
 
 
 def test_official_omniglot_folders_convert_once_to_the_array_form(tmp_path):
-    from mesabench_datasets.omniglot import convert_image_folders
     from PIL import Image
+
+    from mesabench_datasets.omniglot import convert_image_folders
 
     folders = []
     for part, alphabets in (

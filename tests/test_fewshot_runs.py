@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 import torch
-from mesabench_datasets.fewshot import FewShotConfig
-from mesabench_datasets.tasks import seeded_generator
 from mlflow.tracking import MlflowClient
 
 from benchmarks.cli import main
+from mesabench_datasets.fewshot import FewShotConfig
+from mesabench_datasets.tasks import seeded_generator
 from methods.inner_loop import InnerLoop
 from methods.modulation import FixedRate
 from methods.networks import Conv4

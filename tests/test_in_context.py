@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 import torch
-from mesabench_datasets.regression import LinRegConfig
-from mesabench_datasets.tasks import seeded_generator
-from mesabench_datasets.tokens import context_tokens, query_tokens, read_prediction
 
 from benchmarks.recording import MemoryRecorder
 from benchmarks.runner import build_method, execute, plan_run
+from mesabench_datasets.regression import LinRegConfig
+from mesabench_datasets.tasks import seeded_generator
+from mesabench_datasets.tokens import context_tokens, query_tokens, read_prediction
 from methods.attention import LinearSelfAttention, gd_construction, gdpp_construction
 from methods.reference_algorithms import gd_token_predict, ridge_predict
 from tests.helpers import LINREG_EVAL

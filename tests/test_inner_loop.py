@@ -6,10 +6,10 @@ import higher
 import pytest
 import torch
 import torch.nn.functional as F
-from mesabench_datasets.regression import SinusoidConfig
-from mesabench_datasets.tasks import seeded_generator
 from torch import nn
 
+from mesabench_datasets.regression import SinusoidConfig
+from mesabench_datasets.tasks import seeded_generator
 from methods.inner_loop import InnerLoop
 from methods.modulation import FixedRate, LearnedRates
 from methods.networks import MLP

@@ -36,9 +36,8 @@ def test_no_module_imports_a_layer_above_it(package):
 
 
 def test_the_config_primitives_are_one_object_at_both_layers():
-    import mesabench_datasets.typed_config
-
     import benchmarks.config
+    import mesabench_datasets.typed_config
 
     assert benchmarks.config.ConfigError is mesabench_datasets.typed_config.ConfigError
     assert benchmarks.config.param is mesabench_datasets.typed_config.param

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from mesabench_datasets.regression import LinRegConfig
 
 from benchmarks.recording import MemoryRecorder
 from benchmarks.runner import build_method, execute, plan_run
+from mesabench_datasets.regression import LinRegConfig
 from tests.helpers import LINREG_EVAL
 
 

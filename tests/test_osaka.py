@@ -8,12 +8,12 @@ from typing import Any
 
 import pytest
 import torch
-from mesabench_datasets.osaka import SOURCES, OsakaConfig
 from mlflow.tracking import MlflowClient
 
 from benchmarks.cli import main
 from benchmarks.protocols.online import OnlineConfig, OnlineProtocol, boundary_scores
 from benchmarks.recording import MemoryRecorder
+from mesabench_datasets.osaka import SOURCES, OsakaConfig
 from methods.api import OnlineMethod
 from methods.online import OnlineMetaConfig, OnlineMetaLearner
 from tests.helpers import OSAKA_TINY

@@ -7,11 +7,11 @@ import math
 
 import pytest
 import torch
-from mesabench_datasets.regression import SinusoidConfig
-from mesabench_datasets.tasks import seeded_generator
 
 from benchmarks.protocols import PROTOCOLS, DivergenceError, Protocol, RunState
 from benchmarks.recording import MemoryRecorder
+from mesabench_datasets.regression import SinusoidConfig
+from mesabench_datasets.tasks import seeded_generator
 from methods.maml import GradientMetaLearner, MAMLConfig
 
 

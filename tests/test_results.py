@@ -175,9 +175,8 @@ def test_published_rows_stand_beside_ours_and_outside_our_statistics(store, caps
 
 
 def test_references_stand_beside_only_runs_of_their_settings(store, capsys):
-    from mesabench_datasets.regression import LinRegConfig
-
     from benchmarks.references import references_for
+    from mesabench_datasets.regression import LinRegConfig
 
     # The derived linreg rows are the closed form at their declared input range.
     for ref in references_for("linreg-icl"):

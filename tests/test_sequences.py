@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 import torch
-from mesabench_datasets.dynamics import LinDynConfig, random_orthogonal
-from mesabench_datasets.tasks import seeded_generator
 
 from benchmarks.config import ConfigError
 from benchmarks.recording import MemoryRecorder
 from benchmarks.runner import execute, plan_run
+from mesabench_datasets.dynamics import LinDynConfig, random_orthogonal
+from mesabench_datasets.tasks import seeded_generator
 
 
 def test_lindyn_sequences_follow_an_orthogonal_map():

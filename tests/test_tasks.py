@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+
 from mesabench_datasets.data_root import DataNotFoundError, find_file
 from mesabench_datasets.regression import LinRegConfig, SinusoidConfig
 from mesabench_datasets.tasks import seeded_generator

@@ -147,6 +147,23 @@ class Protocol:
     def log_figures(self, state: RunState) -> None:
         """The protocol's own figures and tables."""
 
+    def score(self, method: Method) -> dict[str, float]:
+        """``final/`` metrics of an already trained learner, without training it (what
+        ``evaluate`` records). Protocols that cannot score a learner apart from training it
+        (online: test-then-train) leave this out."""
+        raise NotImplementedError
+
+    @classmethod
+    def can_score(cls) -> bool:
+        return cls.score is not Protocol.score
+
+    def evaluate_learner(self, method: Method) -> dict[str, float]:
+        """Score a trained ``method`` and log the ``final/`` metrics (at step 0)."""
+        final = self.score(method)
+        final["final/num_params"] = float(method.num_parameters())
+        self.recorder.log_metrics(final, step=0)
+        return final
+
     # -- the skeleton ----------------------------------------------------------------------
     def run(self, method: Method, checkpoint: dict[str, Any] | None = None) -> dict[str, float]:
         """Train (from ``checkpoint`` if given), evaluate, log and return the ``final/``
@@ -160,6 +177,7 @@ class Protocol:
         state.start_clock()
         self.train(method, state)
         state.stop_clock()
+        self.recorder.save_learner(method.state_dict(), "final")
         final_sparsity = method.sparsity()  # of the weights training ended with
         final = {"final/train_time_s": state.elapsed}
         final.update(self.finish(method, state))

@@ -14,11 +14,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from mesabench_datasets.tasks import seeded_generator
 
 from benchmarks.config import param
 from benchmarks.metrics import continual_metrics
 from benchmarks.protocols.base import Protocol, RunState
+from mesabench_datasets.tasks import seeded_generator
 from methods.api import ContinualMethod
 
 
@@ -121,6 +121,13 @@ class ContinualProtocol(Protocol):
         final["final/samples_per_s"] = (
             state.done * self.config.batch_size / max(state.elapsed, 1e-9)
         )
+        return final
+
+    def score(self, method: ContinualMethod) -> dict[str, float]:
+        """A trained learner's accuracy on every task's test set, and their mean."""
+        row = self.accuracy_row(method)
+        final = {f"final/accuracy/task{j}": v for j, v in enumerate(row.tolist())}
+        final["final/test_accuracy"] = row.mean().item()
         return final
 
     def final_step(self, state: RunState) -> int:

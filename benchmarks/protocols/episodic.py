@@ -13,11 +13,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from mesabench_datasets.tasks import TaskSource, seeded_generator
 
 from benchmarks.config import ConfigError, param
 from benchmarks.metrics import mean_ci95
 from benchmarks.protocols.base import Protocol, RunState
+from mesabench_datasets.tasks import TaskSource, seeded_generator
 from methods.api import EpisodicMethod
 from methods.losses import is_classification, per_task_accuracy, per_task_loss
 
@@ -146,11 +146,18 @@ class EpisodicProtocol(Protocol):
     def finish(self, method: EpisodicMethod, state: RunState) -> dict[str, float]:
         """Meta-test (the best meta-validation weights, if ``select_best``) and analyse."""
         c, best = self.config, state.progress["best"]
+        if best.state is not None:
+            self.recorder.save_learner(best.state, "best")
         if c.select_best and best.state is not None:
             method.load_state_dict(best.state)
+        final = self.score(method)
+        final["final/best_iteration"] = float(best.iteration if c.select_best else c.iterations)
+        return final
+
+    def score(self, method: EpisodicMethod) -> dict[str, float]:
+        """Meta-test and analyse a trained learner."""
         final = self.meta_test(method)
         final.update(self.analyse(method))
-        final["final/best_iteration"] = float(best.iteration if c.select_best else c.iterations)
         return final
 
     def analyse(self, method: EpisodicMethod) -> dict[str, float]:

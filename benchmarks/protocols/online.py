@@ -18,11 +18,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from mesabench_datasets.tasks import TaskSource
 
 from benchmarks.config import param
 from benchmarks.protocols.base import Protocol, RunState
 from benchmarks.protocols.episodic import EpisodicConfig, EpisodicProtocol
+from mesabench_datasets.tasks import TaskSource
 from methods.api import OnlineMethod
 
 
@@ -75,6 +75,9 @@ class PhaseRecorder:
         self.recorder.save_checkpoint(
             {"phase": self.phase, "state": state, "iteration": state["iteration"]}
         )
+
+    def save_learner(self, state: dict[str, Any], name: str) -> None:
+        self.recorder.save_learner(state, f"{self.phase}_{name}")
 
     def log_figure(self, figure: Any, path: str) -> None:
         self.recorder.log_figure(figure, f"{self.phase}/{path}")
