@@ -61,6 +61,7 @@ def add_commands(sub) -> None:
     ui = sub.add_parser("ui", help="start the MLflow UI on 127.0.0.1 against the store")
     ui.add_argument("--tracking-uri", default=None)
     ui.add_argument("--port", type=int, default=5000)
+    ui.add_argument("--workers", type=int, default=1, help="server worker processes (default 1)")
 
     compare = sub.add_parser("compare", help="config and metric differences of two runs")
     compare.add_argument("run_a")
@@ -169,10 +170,13 @@ def cmd_report(args, console: Console) -> int:
     return 0
 
 
-def ui_command(uri: str, port: int) -> list[str]:
+def ui_command(uri: str, port: int, workers: int = 1) -> list[str]:
+    # One worker by default: a personal UI needs no pool (MLflow's default of 4 workers
+    # means about 11 processes and 2 GB).
     return [
         sys.executable, "-m", "mlflow", "ui",
         "--backend-store-uri", uri, "--host", "127.0.0.1", "--port", str(port),
+        "--workers", str(workers),
     ]  # fmt: skip
 
 
@@ -182,7 +186,7 @@ def cmd_ui(args, console: Console) -> int:
     tracker = MlflowTracker(args.tracking_uri)  # creates the store folder if needed
     env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true"}
     console.print(f"MLflow UI at http://127.0.0.1:{args.port} (store {tracker.uri}); Ctrl-C stops")
-    process = subprocess.Popen(ui_command(tracker.uri, args.port), env=env)
+    process = subprocess.Popen(ui_command(tracker.uri, args.port, args.workers), env=env)
     try:
         return process.wait()
     except KeyboardInterrupt:

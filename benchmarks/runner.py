@@ -323,13 +323,16 @@ DATA_FILES_PATH = "data_files.json"
 
 
 def record_data_files(tracker, files: list) -> None:
-    """Log what the run read: path, size and digest of each data file (none: synthetic)."""
+    """Log what the run read: path, size and digest of each data file (none: synthetic),
+    and the run's datasets as MLflow inputs (the UI's dataset column)."""
     import json
 
     from mesabench_datasets.data_root import file_digests
 
-    if files:
-        tracker.log_text(json.dumps(file_digests(files), indent=2), DATA_FILES_PATH)
+    digests = file_digests(files) if files else []
+    if digests:
+        tracker.log_text(json.dumps(digests, indent=2), DATA_FILES_PATH)
+    tracker.log_datasets(digests)
 
 
 class RunInterrupted(Exception):

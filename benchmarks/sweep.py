@@ -27,6 +27,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -282,7 +283,12 @@ def close_dead_cell(tracker, benchmark: str, cell: Cell, config_hash: str, paren
 
 
 def parent_run(tracker, spec: SweepSpec) -> str:
-    """The sweep's parent run: found again by its sweep id, else created."""
+    """The sweep's parent run: found again by its sweep id, else created with the sweep's
+    settings as params."""
+    from mlflow.entities import Param
+
+    from benchmarks.tracking import source_tags
+
     experiment = tracker.experiment_id(spec.benchmark)
     sweep_id = spec.sweep_id()
     found = tracker.client.search_runs(
@@ -295,7 +301,20 @@ def parent_run(tracker, spec: SweepSpec) -> str:
     run = tracker.client.create_run(
         experiment,
         run_name=f"sweep-{sweep_id}",
-        tags={SWEEP_TAG: sweep_id, "mesabench.benchmark": spec.benchmark},
+        tags={SWEEP_TAG: sweep_id, "mesabench.benchmark": spec.benchmark, **source_tags()},
+    )
+    settings = {
+        "sweep.benchmark": spec.benchmark,
+        "sweep.methods": ",".join(spec.methods),
+        "sweep.seeds": ",".join(map(str, spec.seeds)),
+        "sweep.grid": json.dumps(dict(spec.grid)),
+        "sweep.set": json.dumps(dict(spec.settings)),
+        "sweep.preset": spec.preset or "-",
+        "sweep.device": spec.device,
+        "sweep.cells": str(len(spec.cells())),
+    }
+    tracker.client.log_batch(
+        run.info.run_id, params=[Param(k, v[:6000]) for k, v in settings.items()]
     )
     tracker.client.log_text(
         run.info.run_id,
@@ -478,6 +497,8 @@ def run_sweep(
     progress: Callable[[str], None] | None = None,
 ) -> SweepResult:
     """Run the cells of ``spec`` that have not finished yet; returns the summary."""
+    from mlflow.entities import Metric
+
     from benchmarks.lifecycle import Heartbeat
     from benchmarks.tracking import write_tags
 
@@ -533,7 +554,15 @@ def run_sweep(
     finally:
         heartbeat.stop()
     status = "KILLED" if result.interrupted else ("FAILED" if result.failed else "FINISHED")
-    tracker.client.log_text(parent, _summary_text(result), "summary.txt")
+    # One summary per invocation (a re-run of the sweep reuses its parent): none overwritten.
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    tracker.client.log_text(parent, _summary_text(result), f"summaries/{stamp}-{os.getpid()}.txt")
+    counts = {"done": result.done, "failed": result.failed, "skipped": result.skipped,
+              "elsewhere": result.elsewhere, "killed": result.killed}  # fmt: skip
+    now = int(time.time() * 1000)
+    tracker.client.log_batch(
+        parent, metrics=[Metric(f"sweep/{k}", float(len(v)), now, 0) for k, v in counts.items()]
+    )
     tracker.client.set_terminated(parent, status=status)
     return result
 

@@ -9,6 +9,7 @@ artifacts. The default store is SQLite at ``<cwd>/runs/mlflow.db`` with artifact
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import io
 import json
 import math
@@ -160,6 +161,24 @@ def open_store(uri: str) -> RetryingClient:
     return RetryingClient(client)
 
 
+def run_name(plan) -> str:
+    """``maml-s0-3fa2b1``: method, seed and the start of the config hash, so that two grid
+    points (or a training run and an evaluation) never share a name."""
+    kind = "-eval" if getattr(plan, "learner_from", None) else ""
+    return f"{plan.method_name}{kind}-s{plan.seed}-{plan.config_hash()[:6]}"
+
+
+def source_tags() -> dict[str, str]:
+    """MLflow's own source tags: what ran (our command line) and who ran it."""
+    import contextlib
+    import getpass
+
+    tags = {"mlflow.source.type": "LOCAL", "mlflow.source.name": "python -m benchmarks"}
+    with contextlib.suppress(KeyError, OSError):  # no user name for this uid (containers)
+        tags["mlflow.user"] = getpass.getuser()
+    return tags
+
+
 def write_tags(client, run_id: str, tags: dict[str, str]) -> None:
     """Set several tags of a run in one call (a heartbeat is two)."""
     client.log_batch(run_id, tags=[RunTag(k, v) for k, v in tags.items()])
@@ -215,6 +234,7 @@ class MlflowTracker:
             "mesabench.config_hash": plan.config_hash(),
             **heartbeat_tags(),
         }
+        tags.update(source_tags())
         revision = git_revision()
         if revision:
             tags["mlflow.source.git.commit"] = revision
@@ -222,7 +242,7 @@ class MlflowTracker:
             tags["mlflow.parentRunId"] = parent_run_id
         run = self.client.create_run(
             self.experiment_id(plan.benchmark),
-            run_name=f"{plan.method_name}-s{plan.seed}",
+            run_name=run_name(plan),
             tags=tags,
         )
         self.run_id = run.info.run_id
@@ -317,6 +337,28 @@ class MlflowTracker:
             path = Path(tmp) / Path(CHECKPOINT_PATH).name
             torch.save(state, path)
             self.client.log_artifact(self.run_id, str(path), "checkpoints")
+
+    def log_datasets(self, files: list[dict[str, Any]]) -> None:
+        """The run's data as MLflow dataset inputs, one per split it draws from (context
+        ``train``, ``validation``, ``test``): named by benchmark and split, with a digest
+        of the task settings and of the files read (their SHA-256), and as source the files
+        or, for a synthetic family, its settings."""
+        from mlflow.entities import Dataset, DatasetInput, InputTag
+
+        task = self.plan_body["task"]
+        benchmark = self.plan_body["benchmark"]
+        settings = json.dumps(task, sort_keys=True, default=str)
+        content = settings + "".join(sorted(f["sha256"] for f in files))
+        source_type = "local" if files else "code"
+        source = json.dumps(
+            {"files": [f["path"] for f in files]} if files else {"synthetic": task}, default=str
+        )
+        inputs = []
+        for split in ("train", "validation", "test"):
+            digest = hashlib.sha256(f"{split}:{content}".encode()).hexdigest()[:16]
+            dataset = Dataset(f"{benchmark}:{split}", digest, source_type, source[:60000])
+            inputs.append(DatasetInput(dataset, [InputTag("mlflow.data.context", split)]))
+        self.client.log_inputs(self.run_id, datasets=inputs)
 
     def save_learner(self, state: dict[str, Any], name: str) -> None:
         """``learner/NAME.pt``: the method's state with the run's resolved config and id, so

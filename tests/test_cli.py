@@ -58,7 +58,28 @@ def test_run_records_a_finished_run_with_final_metrics(store, capsys):
     client, runs = _runs(store)
     (run,) = runs
     assert run.info.status == "FINISHED"
-    assert run.info.run_name == "sparse_maml-s0"
+    config_hash = run.data.tags["mesabench.config_hash"]
+    assert run.info.run_name == f"sparse_maml-s0-{config_hash[:6]}"
+    import getpass
+
+    assert run.data.tags["mlflow.user"] == getpass.getuser()
+    assert run.data.tags["mlflow.source.name"] == "python -m benchmarks"
+    # Its data as MLflow dataset inputs, one per split, the same for the same settings.
+    inputs = {d.dataset.name: d for d in run.inputs.dataset_inputs}
+    assert set(inputs) == {f"sinusoid-5shot:{s}" for s in ("train", "validation", "test")}
+    assert [t.value for t in inputs["sinusoid-5shot:test"].tags] == ["test"]
+    assert main(["run", "--method", "maml", *TINY, "--tracking-uri", store]) == 0
+    assert (
+        main(["run", "--method", "maml", *TINY, "--set", "shots=3", "--tracking-uri", store]) == 0
+    )
+    digests = [
+        {d.dataset.name: d.dataset.digest for d in r.inputs.dataset_inputs}
+        for r in sorted(_runs(store)[1], key=lambda r: r.info.start_time)
+    ]
+    assert (
+        digests[0] == digests[1]
+        and digests[2]["sinusoid-5shot:test"] != digests[0]["sinusoid-5shot:test"]
+    )
     assert run.data.params["method.modulation"] == "binary_mask"
     assert run.data.params["protocol.iterations"] == "20"
     assert run.data.tags["mesabench.method_source"] == "built-in"

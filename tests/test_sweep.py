@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import sys
@@ -119,7 +120,19 @@ def test_local_sweep_isolates_failures_and_skips_finished_cells_on_rerun(store, 
     assert "done 0, failed 4, skipped 4" in capsys.readouterr().out
     cells = _cells(_runs(store))
     assert len(cells) == 12 and sum(r.info.status == "FINISHED" for r in cells) == 4
-    assert len([r for r in _runs(store) if SWEEP_TAG in r.data.tags]) == 1  # same parent
+    (parent,) = [r for r in _runs(store) if SWEEP_TAG in r.data.tags]  # the same parent
+    # Its settings as params, the counts of the last invocation, one summary per invocation.
+    assert parent.data.params["sweep.methods"] == "maml,fomaml"
+    assert json.loads(parent.data.params["sweep.grid"]) == {"inner_lr": ["0.01", "1e9"]}
+    assert parent.data.params["sweep.cells"] == "8"
+    client = MlflowClient(store)
+    done = [m.value for m in client.get_metric_history(parent.info.run_id, "sweep/done")]
+    assert done == [4.0, 0.0] and parent.data.metrics["sweep/skipped"] == 4.0
+    summaries = [a.path for a in client.list_artifacts(parent.info.run_id, "summaries")]
+    assert len(summaries) == 2
+    # Grid points have names of their own.
+    names = [r.info.run_name for r in cells if r.info.status == "FINISHED"]
+    assert len(set(names)) == len(names) == 4
 
     # The sweep's parent never shows up as a leaderboard row.
     assert main(["leaderboard", "--tracking-uri", store, "--format", "json"]) == 0
