@@ -4,6 +4,7 @@ from methods import (  # noqa: F401  (importing registers the built-ins)
     avalanche_baselines,
     continual,
     icl,
+    l2l_peer,
     lamaml,
     maml,
     online,

@@ -16,7 +16,7 @@ from torch import Tensor, nn
 from torch.func import functional_call, grad, vmap
 
 from mesabench_datasets.tasks import LossKind, TaskBatch
-from methods.losses import task_loss
+from methods.losses import per_task_loss, task_loss
 from methods.modulation import GradientModulation
 
 Params = dict[str, Tensor]
@@ -96,12 +96,43 @@ class InnerLoop:
     ) -> Params:
         """Each task's adapted parameters: every tensor gets a leading task dimension
         ``[T, ...]`` (tensors that are not adapted are repeated)."""
+        if self._batches_by_hand(buffers):
+            return self._adapt_all(params, sx, sy, steps)
         if self.vectorize:
             return vmap(self.adapt, in_dims=(None, None, 0, 0, None))(
                 params, buffers, sx, sy, steps
             )
         per_task = [self.adapt(params, buffers, x, y, steps) for x, y in zip(sx, sy, strict=True)]
         return {n: torch.stack([task[n] for task in per_task]) for n in per_task[0]}
+
+    # -- all tasks at once, by batched matrix products (networks with batched_forward) -----
+    def _batches_by_hand(self, buffers: Params) -> bool:
+        """Whether the batched-autograd path applies: a network that can run every task's
+        weights at once (the MLP), no buffers, vectorising asked for. It computes what vmap
+        does, with one autograd call per inner step instead of torch.func's per-task
+        transforms, which cost most on tiny networks."""
+        return self.vectorize and not buffers and hasattr(self.network, "batched_forward")
+
+    def _adapt_all(self, params: Params, sx: Tensor, sy: Tensor, steps: int) -> Params:
+        """Every task's adapted weights ``[T, ...]`` by ``steps`` modulated steps."""
+        tasks = sx.shape[0]
+        per_task = {n: p.expand(tasks, *p.shape) for n, p in params.items()}
+        fast = {n: per_task[n] for n in self.adapted}
+        frozen = {n: w for n, w in per_task.items() if n not in fast}
+        second_order = not self.first_order and any(p.requires_grad for p in params.values())
+        for _ in range(steps):
+            with torch.enable_grad():  # inner gradients, whatever the caller's mode
+                if second_order:
+                    at, rest = fast, frozen
+                else:  # the inner gradient is a constant: no graph is kept for it
+                    at = {n: w.detach().requires_grad_() for n, w in fast.items()}
+                    rest = {n: w.detach() for n, w in frozen.items()}
+                prediction = self.network.batched_forward({**rest, **at}, sx)
+                loss = per_task_loss(prediction, sy, self.loss).sum()  # tasks independent
+                grads = torch.autograd.grad(loss, list(at.values()), create_graph=second_order)
+            steps_taken = zip(fast.items(), grads, strict=True)
+            fast = {n: w - self.modulation.step(n, g) for (n, w), g in steps_taken}
+        return {**frozen, **fast}
 
     def _over_tasks(self, fn, params: Params, buffers: Params, tasks: tuple, steps: int):
         if self.vectorize:
@@ -111,12 +142,18 @@ class InnerLoop:
 
     def batched_query_loss(self, params: Params, buffers: Params, batch: TaskBatch, steps: int):
         """Per-task query losses ``[T]`` over the task batch."""
+        if self._batches_by_hand(buffers):
+            adapted = self._adapt_all(params, batch.support_x, batch.support_y, steps)
+            prediction = self.network.batched_forward(adapted, batch.query_x)
+            return per_task_loss(prediction, batch.query_y, self.loss)
         return self._over_tasks(self.query_loss, params, buffers, tuple(batch), steps)
 
     def batched_predict(
         self, params: Params, buffers: Params, sx: Tensor, sy: Tensor, qx: Tensor, steps: int
     ) -> Tensor:
         """Query predictions ``[T, Q, out]`` after adapting to each task's support set."""
+        if self._batches_by_hand(buffers):
+            return self.network.batched_forward(self._adapt_all(params, sx, sy, steps), qx)
         return self._over_tasks(self.predict, params, buffers, (sx, sy, qx), steps)
 
     def lookahead_first_order(

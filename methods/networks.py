@@ -34,6 +34,18 @@ class MLP(nn.Sequential):
                 x = F.relu(x)
         return x
 
+    def batched_forward(self, params: dict[str, torch.Tensor], x: torch.Tensor):
+        """The forward pass of ``T`` networks at once: every weight has a leading task
+        dimension (``[T, out, in]``), ``x`` is ``[T, N, in]``. Batched matrix products, so
+        that the inner loop can differentiate all tasks with one autograd call."""
+        for layer in range(self.depth):
+            i = 2 * layer
+            weight, bias = params[f"{i}.weight"], params[f"{i}.bias"]
+            x = torch.baddbmm(bias.unsqueeze(1), x, weight.transpose(1, 2))
+            if layer < self.depth - 1:
+                x = F.relu(x)
+        return x
+
     def _row_constants(self, n: int, first: int, like: torch.Tensor):
         """-1 per row (for the one-hot), each row's 1 / group size, and the ``[2, n]`` matrix
         that averages a column over each group; cached per shape."""

@@ -105,6 +105,38 @@ def test_vmapped_meta_gradient_equals_per_task_loop():
         torch.testing.assert_close(a, b, atol=1e-10, rtol=1e-8)
 
 
+@pytest.mark.parametrize("first_order", [False, True])
+@pytest.mark.parametrize("adapt", ["all", "head"])
+def test_batched_autograd_path_equals_the_per_task_torch_func_loop(first_order, adapt):
+    """The MLP's batched path (one autograd call per inner step over all tasks) against the
+    per-task torch.func path: meta-gradients to every weight (a frozen body is still
+    meta-learned) and to the learned rates, and predictions under no_grad."""
+    net, batch = _net(), _batch(5)
+    params = dict(net.named_parameters())
+    adapted = list(params) if adapt == "all" else [n for n in params if n.startswith("4.")]
+    modulation = LearnedRates({n: params[n].shape for n in adapted}, gate="relu", scale=0.05,
+                              init="centred", init_value=2.0).double()  # fmt: skip
+    wrt = list(params.values()) + list(modulation.parameters())
+    results = []
+    for vectorize in (True, False):
+        loop = InnerLoop(net, modulation, "mse", adapted, first_order, vectorize=vectorize)
+        assert loop._batches_by_hand({}) == vectorize
+        grads = torch.autograd.grad(loop.batched_query_loss(params, {}, batch, 3).mean(), wrt)
+        detached = {n: w.detach() for n, w in params.items()}
+        with torch.no_grad():
+            predictions = loop.batched_predict(detached, {}, *tuple(batch)[:3], 4)
+        adapted_weights = loop.batched_adapt(params, {}, batch.support_x, batch.support_y, 2)
+        results.append((grads, predictions, adapted_weights))
+    (fast_grads, fast_pred, fast_w), (loop_grads, loop_pred, loop_w) = results
+    assert all(g.abs().max() > 0 for g in fast_grads[: len(params)])  # the body too
+    for a, b in zip(fast_grads, loop_grads, strict=True):
+        torch.testing.assert_close(a, b, atol=1e-12, rtol=1e-10)
+    torch.testing.assert_close(fast_pred, loop_pred, atol=1e-12, rtol=1e-10)
+    assert fast_pred.grad_fn is None
+    for name in params:
+        torch.testing.assert_close(fast_w[name], loop_w[name], atol=1e-12, rtol=1e-10)
+
+
 def _sparse_setup():
     net, batch = _net(), _batch(3)
     shapes = {n: p.shape for n, p in net.named_parameters()}
