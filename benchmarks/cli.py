@@ -9,6 +9,7 @@ Exit codes: 0 done; 1 the run failed (recorded as FAILED); 2 bad input (nothing 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import logging
 import os
 import signal
@@ -60,6 +61,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--data-root", default=None, help="folder with real datasets (else $MESABENCH_DATA)"
     )
     run.add_argument("--parent", default=None, metavar="RUN_ID", help="a sweep's parent run")
+    run.add_argument(
+        "--system-metrics",
+        action="store_true",
+        help="also log CPU, memory (and GPU) use every 10 s (MLflow's system/*)",
+    )
     run.add_argument(
         "--exclusive",
         action="store_true",
@@ -212,6 +218,8 @@ def cmd_run(args, console: Console) -> int:
 
     overrides = parse_overrides(args.overrides)
     _report_plugin_errors(console)
+    if args.system_metrics and importlib.util.find_spec("psutil") is None:
+        raise UsageError("--system-metrics needs psutil: pip install psutil")
     claim = None
     if args.resume is None:
         if not args.method:
@@ -258,11 +266,40 @@ def cmd_run(args, console: Console) -> int:
                              console, resume=True)  # fmt: skip
         checkpoint = tracker.load_checkpoint()
         tracker.resume()
+    if args.system_metrics:
+        tracker.before_close.append(
+            _system_metrics(tracker, run_id, resumed=args.resume is not None)
+        )
     try:
         return _train(plan, tracker, run_id, checkpoint, console)
     finally:
         if claim is not None:
             claim.release()
+
+
+def _system_metrics(tracker, run_id: str, resumed: bool):
+    """Start MLflow's system-metrics monitor on the run (a sample every 10 s, logged as
+    ``system/*``); returns what stops it, to call before the run is closed: the last,
+    partial window is logged too, so a run shorter than 10 s still gets one sample."""
+    import contextlib
+    import io
+
+    from mlflow.system_metrics.system_metrics_monitor import SystemMetricsMonitor
+
+    with contextlib.redirect_stderr(io.StringIO()):  # its start-up notes are not ours to print
+        monitor = SystemMetricsMonitor(
+            run_id, sampling_interval=10, resume_logging=resumed, tracking_uri=tracker.uri
+        )
+        monitor.start()
+
+    def stop() -> None:
+        monitor.finish()
+        last = monitor.aggregate_metrics()
+        if last:
+            monitor.publish_metrics(last)
+            monitor.mlflow_logger.flush()
+
+    return stop
 
 
 def cmd_evaluate(args, console: Console) -> int:

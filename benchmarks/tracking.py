@@ -200,6 +200,8 @@ class MlflowTracker:
         self._logged_up_to: dict[str, int] = {}
         #: The run's resolved config (``RunPlan.to_dict``), saved with its learners.
         self.plan_body: dict[str, Any] | None = None
+        #: Called just before the run is closed (e.g. to stop a metrics monitor in time).
+        self.before_close: list[Any] = []
 
     # -- experiments and runs -----------------------------------------------------------
     def experiment_id(self, benchmark: str, create: bool = True) -> str | None:
@@ -304,6 +306,8 @@ class MlflowTracker:
         """Flush what is pending and close the run as FINISHED, FAILED or KILLED."""
         if self.run_id is None:
             return
+        while self.before_close:
+            self.before_close.pop()()
         if self._heartbeat is not None:
             self._heartbeat.stop()
         self.flush()

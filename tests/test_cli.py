@@ -330,3 +330,13 @@ def test_hugging_face_datasets_works_beside_mesabench(tmp_path):
         capture_output=True, text=True, cwd=tmp_path, env=python_env(),
     )  # fmt: skip
     assert listed.returncode == 0 and "sparse_maml" in listed.stdout
+
+
+def test_system_metrics_are_logged_on_request_and_only_then(store):
+    assert (
+        main(["run", "--method", "maml", *TINY, "--system-metrics", "--tracking-uri", store]) == 0
+    )
+    assert main(["run", "--method", "fomaml", *TINY, "--tracking-uri", store]) == 0
+    by_method = {r.data.tags["mesabench.method"]: r for r in _runs(store)[1]}
+    assert "system/cpu_utilization_percentage" in by_method["maml"].data.metrics
+    assert not [k for k in by_method["fomaml"].data.metrics if k.startswith("system/")]
