@@ -260,6 +260,38 @@ for _shots, _batch in ((1, 4), (5, 2)):
     )
 
 
+# CIFAR-FS, FC100, tiered-ImageNet and CUB: miniImageNet's episodic settings (Conv-4, 5
+# inner steps at 0.01, 600 test episodes) on their standard class splits.
+_FEWSHOT_SETS = {
+    "cifarfs": ("CIFAR-FS", "Bertinetto et al. 2019 (64/16/20 CIFAR-100 classes, 32x32)"),
+    "fc100": ("FC100", "Oreshkin et al. 2018 (60/20/20 classes, superclass-disjoint, 32x32)"),
+    "tiered_imagenet": ("tiered-ImageNet", "Ren et al. 2018 (351/97/160 classes, 84x84)"),
+    "cub": ("CUB-200-2011", "Wah et al. 2011; splits as the image folders give them (84x84)"),
+}
+for _dataset, (_title, _source) in _FEWSHOT_SETS.items():
+    for _shots, _batch in ((1, 4), (5, 2)):
+        register_benchmark(
+            BenchmarkSpec(
+                name=f"{_dataset.replace('_', '-')}-5w{_shots}s",
+                description=f"{_title} 5-way {_shots}-shot, 15 queries per class, Conv-4",
+                task=FewShotConfig(dataset=_dataset, ways=5, shots=_shots, queries=15),
+                protocol=EpisodicConfig(
+                    iterations=60000,
+                    meta_batch=_batch,
+                    val_every=1000,
+                    val_tasks=100,
+                    test_tasks=600,
+                    eval_steps=(10,),
+                    eval_chunk=5,
+                    log_every=10,
+                    checkpoint_every=500,
+                ),
+                method_defaults={"inner_lr": 0.01, "inner_steps": 5, "test_inner_steps": 10},
+                reference=_source,
+            )
+        )
+
+
 # Continual MNIST streams (La-MAML protocol, thesis table 4.5). The method defaults are the
 # La-MAML paper's settings per stream; they reach every method that has such a field.
 _LAMAML_TABLE = "Gupta et al. 2020 / thesis table 4.5 (RA / BTI, 5 seeds)"

@@ -1,4 +1,5 @@
-"""Few-shot image classification episodes: Omniglot, miniImageNet, and cross-domain tests.
+"""Few-shot image classification episodes: Omniglot, miniImageNet, CIFAR-FS, FC100,
+tiered-ImageNet, CUB, and cross-domain tests.
 
 The task source loads its pools once (``prepare``), then samples N-way K-shot Q-query
 episodes for the meta-train, meta-validation and meta-test class splits. ``test_dataset``
@@ -22,6 +23,10 @@ from mesabench_datasets.typed_config import ConfigError, param
 IMAGE_SHAPES = {
     "omniglot": (1, 28, 28),
     "miniimagenet": (3, 84, 84),
+    "cifarfs": (3, 32, 32),
+    "fc100": (3, 32, 32),
+    "tiered_imagenet": (3, 84, 84),
+    "cub": (3, 84, 84),
     "mnist": (1, 28, 28),
     "fashion_mnist": (1, 28, 28),
 }
@@ -29,7 +34,9 @@ IMAGE_SHAPES = {
 
 @dataclass(frozen=True)
 class FewShotConfig:
-    dataset: Literal["omniglot", "miniimagenet"] = "omniglot"
+    dataset: Literal["omniglot", "miniimagenet", "cifarfs", "fc100", "tiered_imagenet", "cub"] = (
+        "omniglot"
+    )
     ways: int = param(5, min=2, help="classes per episode (N)")
     shots: int = param(1, min=1, help="support images per class (K)")
     queries: int = param(15, min=1, help="query images per class")
@@ -62,10 +69,14 @@ def _pools(config: FewShotConfig, data_root: str | None) -> dict[str, ImagePool]
         from mesabench_datasets.omniglot import load_omniglot, omniglot_splits
 
         pools = omniglot_splits(load_omniglot(data_root), config.omniglot_split, config.val_classes)
-    else:
+    elif config.dataset == "miniimagenet":
         from mesabench_datasets.miniimagenet import load_miniimagenet
 
         pools = load_miniimagenet(config.file_format, data_root)
+    else:
+        from mesabench_datasets.fewshot_sets import load_fewshot_set
+
+        pools = load_fewshot_set(config.dataset, data_root)
     if config.test_dataset not in ("same", config.dataset):
         pools["test"] = dataset_pool(config.test_dataset, data_root, part="test")
     return pools

@@ -93,3 +93,67 @@ def write_miniimagenet_csv(root: Path, per_class: int = 20) -> Path:
                     img.save(folder / "images" / name)
                     writer.writerow([name, wnid])
     return folder
+
+
+def _png(pixels: np.ndarray) -> bytes:
+    import io
+
+    from PIL import Image
+
+    buffer = io.BytesIO()
+    Image.fromarray(pixels).save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
+def _class_folders(folder: Path, classes: list[str], size: int, per_class: int) -> None:
+    for name in classes:
+        (folder / name).mkdir(parents=True, exist_ok=True)
+        class_id = WNIDS.index(name) if name in WNIDS else 99
+        for i in range(per_class):
+            pixels = class_image(class_id, (size, size, 3), i)
+            (folder / name / f"{i:04d}.png").write_bytes(_png(pixels))
+
+
+def write_image_folders(root: Path, name: str, size: int, per_class: int = 20) -> Path:
+    """Plain ``<name>/{train,val,test}/<class>/<image>.png`` folders."""
+    for split, classes in SPLIT_CLASSES.items():
+        _class_folders(root / name / split, classes, size, per_class)
+    return root / name
+
+
+def write_cifarfs_raw(root: Path, per_class: int = 20) -> Path:
+    """CIFAR-FS as its download unpacks: ``cifar100/data/<class>/`` and Bertinetto split
+    lists; one extra class in data/ that no split lists."""
+    base = root / "cifarfs" / "cifar100"
+    _class_folders(base / "data", [*WNIDS, "n09999999"], 32, per_class)
+    (base / "splits" / "bertinetto").mkdir(parents=True)
+    for split, classes in SPLIT_CLASSES.items():
+        (base / "splits" / "bertinetto" / f"{split}.txt").write_text("\n".join(classes) + "\n")
+    return base
+
+
+def write_fc100_pickles(root: Path, per_class: int = 20) -> Path:
+    """``FC100_{train,val,test}.pickle`` (data uint8 [N, 32, 32, 3], labels), protocol 2."""
+    root.mkdir(parents=True, exist_ok=True)
+    for split, classes in SPLIT_CLASSES.items():
+        ids = [WNIDS.index(c) for c in classes for _ in range(per_class)]
+        data = np.stack([class_image(c, (32, 32, 3), i % per_class) for i, c in enumerate(ids)])
+        with open(root / f"FC100_{split}.pickle", "wb") as handle:
+            pickle.dump({"data": data, "labels": ids}, handle, protocol=2)
+    return root
+
+
+def write_tiered_pickles(root: Path, per_class: int = 20) -> Path:
+    """``tiered-imagenet/{split}_images_png.pkl`` (PNG bytes) and ``{split}_labels.pkl``."""
+    folder = root / "tiered-imagenet"
+    folder.mkdir(parents=True, exist_ok=True)
+    for split, classes in SPLIT_CLASSES.items():
+        ids = [WNIDS.index(c) for c in classes for _ in range(per_class)]
+        pngs = [np.frombuffer(_png(class_image(c, (84, 84, 3), i % per_class)), dtype=np.uint8)
+                for i, c in enumerate(ids)]  # fmt: skip
+        with open(folder / f"{split}_images_png.pkl", "wb") as handle:
+            pickle.dump(pngs, handle)
+        with open(folder / f"{split}_labels.pkl", "wb") as handle:
+            pickle.dump({"label_specific": np.asarray(ids), "label_general": np.zeros(len(ids))},
+                        handle)  # fmt: skip
+    return folder
