@@ -335,10 +335,16 @@ def test_ui_serves_the_store_on_localhost(populated):
             except OSError:
                 time.sleep(1)
         assert status == 200
+        # One server process and one worker: no job runner and its seven consumers.
+        import psutil
+
+        children = psutil.Process(process.pid).children(recursive=True)
+        assert len(children) <= 3, [" ".join(c.cmdline()[:4]) for c in children]
+        assert not [c for c in children if "huey" in " ".join(c.cmdline())]
     finally:
         process.terminate()
         output = process.communicate(timeout=30)[0].decode()
-    assert f"http://127.0.0.1:{port}" in output
+    assert f"http://127.0.0.1:{port}/#/experiments?workflowType=machine_learning" in output
 
 
 def test_the_direct_sqlite_reader_equals_the_mlflow_client(store):
