@@ -517,8 +517,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     from benchmarks.progress import WatchedOutput
 
     console = Console(file=WatchedOutput(sys.stdout))
-    # Plain one-line records on stderr: readable in a terminal, a CI log and a grep.
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s: %(message)s")
+    # Plain one-line records on stderr: readable in a terminal, a CI log and a grep. Our
+    # notes at INFO; other libraries' only from WARNING (matplotlib announces a rebuilt font
+    # cache at INFO, for one).
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s: %(message)s")
+    log.setLevel(logging.INFO)
     # MLflow's own progress notes ("Creating initial MLflow database tables...") are not ours
     # to show; its warnings and errors still are. (Read by MLflow when it is imported.)
     os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")

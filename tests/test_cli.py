@@ -340,3 +340,16 @@ def test_system_metrics_are_logged_on_request_and_only_then(store):
     by_method = {r.data.tags["mesabench.method"]: r for r in _runs(store)[1]}
     assert "system/cpu_utilization_percentage" in by_method["maml"].data.metrics
     assert not [k for k in by_method["fomaml"].data.metrics if k.startswith("system/")]
+
+
+def test_a_first_run_on_a_fresh_machine_prints_only_ours(run_cli, tmp_path):
+    """A new store and an empty matplotlib cache: MLflow's table creation and matplotlib's
+    font-cache notes stay out of the user's terminal."""
+    store = f"sqlite:///{tmp_path / 'fresh' / 'mlflow.db'}"
+    result = run_cli("run", "--method", "maml", *TINY, "--tracking-uri", store,
+                     MPLCONFIGDIR=str(tmp_path / "mpl"))  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == ""
+    assert result.stdout.startswith("maml on sinusoid-5shot seed 0")
+    for noise in ("fontManager", "font cache", "Creating initial MLflow", "alembic"):
+        assert noise not in result.stdout
