@@ -556,7 +556,9 @@ def run_sweep(
     status = "KILLED" if result.interrupted else ("FAILED" if result.failed else "FINISHED")
     # One summary per invocation (a re-run of the sweep reuses its parent): none overwritten.
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    tracker.client.log_text(parent, _summary_text(result), f"summaries/{stamp}-{os.getpid()}.txt")
+    best = best_per_method(tracker, spec.benchmark, parent, [k for k, _ in spec.grid])
+    summary = _summary_text(result, best)
+    tracker.client.log_text(parent, summary, f"summaries/{stamp}-{os.getpid()}.txt")
     counts = {"done": result.done, "failed": result.failed, "skipped": result.skipped,
               "elsewhere": result.elsewhere, "killed": result.killed}  # fmt: skip
     now = int(time.time() * 1000)
@@ -578,7 +580,33 @@ def summary_line(result: SweepResult) -> str:
     return line + (" (interrupted)" if result.interrupted else "")
 
 
-def _summary_text(result: SweepResult) -> str:
+def _summary_text(result: SweepResult, best: list[str] | None = None) -> str:
     lines = [summary_line(result)]
     lines += [f"FAILED {cell.label()}: {reason}" for cell, reason in result.failed]
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + (best or [])) + "\n"
+
+
+def best_per_method(tracker, benchmark: str, parent: str, grid_keys=()) -> list[str]:
+    """One line per method: its best configuration among this sweep's finished cells, by
+    the benchmark's ranked metric (mean over seeds, n, Student-t 95% CI), with its values
+    of the grid's keys."""
+    from benchmarks.leaderboards import RunFilter, leaderboard_from_store
+
+    board = leaderboard_from_store(
+        tracker, benchmark, run_filter=RunFilter(tags={"mlflow.parentRunId": parent}),
+        references=False,
+    )  # fmt: skip
+    lines, seen = [f"best per method by {board.metric} (rows ranked best first):"], set()
+    for row in board.rows:
+        if row.method in seen:
+            continue
+        seen.add(row.method)
+        stats = row.stats(board.metric)
+        ci = "" if stats.ci_low is None else f", 95% CI [{stats.ci_low:.4g}, {stats.ci_high:.4g}]"
+        params = row.runs[0].params
+        setting = ", ".join(
+            f"{key}={value}" for key in grid_keys for name, value in params.items()
+            if name == key or name.endswith(f".{key}")
+        )  # fmt: skip
+        lines.append(f"  {row.method}: {stats.mean:.6g} (n={stats.n}{ci}) {setting}".rstrip())
+    return lines if seen else []

@@ -130,6 +130,18 @@ def test_local_sweep_isolates_failures_and_skips_finished_cells_on_rerun(store, 
     assert done == [4.0, 0.0] and parent.data.metrics["sweep/skipped"] == 4.0
     summaries = [a.path for a in client.list_artifacts(parent.info.run_id, "summaries")]
     assert len(summaries) == 2
+    # The summary names each method's best configuration, its mean over seeds by the
+    # ranked metric (the mean of the finished runs' own values, computed here apart).
+    text = Path(client.download_artifacts(parent.info.run_id, sorted(summaries)[-1])).read_text()
+    assert "best per method by final/test_loss" in text
+    for method in ("maml", "fomaml"):
+        losses = [
+            r.data.metrics["final/test_loss"]
+            for r in cells
+            if r.info.status == "FINISHED" and r.data.tags["mesabench.method"] == method
+        ]
+        line = next(x for x in text.splitlines() if x.strip().startswith(f"{method}:"))
+        assert f"{sum(losses) / len(losses):.6g} (n=2, 95% CI" in line and "inner_lr=0.01" in line
     # Grid points have names of their own.
     names = [r.info.run_name for r in cells if r.info.status == "FINISHED"]
     assert len(set(names)) == len(names) == 4
