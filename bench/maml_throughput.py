@@ -36,7 +36,7 @@ from methods.inner_loop import InnerLoop
 from methods.l2l_peer import import_learn2learn, learn2learn_installed
 from methods.losses import task_loss
 from methods.modulation import FixedRate
-from methods.networks import build_network
+from methods.networks import build_network, network_for
 
 Step = Callable[[object], None]
 
@@ -44,7 +44,7 @@ Step = Callable[[object], None]
 def _network(plan, seed: int = 0):
     torch.manual_seed(seed)
     problem = plan.source.problem
-    name = problem.network if plan.method.network == "default" else plan.method.network
+    name = network_for(plan.method.network, problem)
     return build_network(name, problem, plan.method.hidden, plan.method.channels, vmapped=True)
 
 

@@ -366,28 +366,6 @@ def _saved_learner(tracker, run_id: str, args) -> dict:
     )
 
 
-def _evaluate(plan, tracker, learner: dict, console: Console, resume: bool = False) -> int:
-    from benchmarks.runner import RunFailed, RunInterrupted, execute_recorded
-
-    if resume:
-        tracker.resume()
-    console.print(
-        f"[bold]{plan.method_name}[/] from run {plan.learner_from} scored on "
-        f"[bold]{plan.benchmark}[/]; MLflow run {tracker.run_id}"
-    )
-    try:
-        final = execute_recorded(plan, tracker, learner=learner)
-    except RunInterrupted as err:
-        sys.stderr.write(f"{err}\n")
-        return EXIT_KILLED
-    except RunFailed as err:
-        sys.stderr.write(f"{err}\n")
-        return EXIT_FAILED
-    console.print(_final_table(final))
-    console.print(f"MLflow run id: [bold]{tracker.run_id}[/] (store: {tracker.uri})")
-    return EXIT_OK
-
-
 def _claim_cell(tracker, plan):
     """Claim ``plan``'s cell; None (with one line said) when it is FINISHED elsewhere.
 
@@ -421,8 +399,16 @@ def _claim_cell(tracker, plan):
     return got
 
 
-def _train(plan, tracker, run_id: str, checkpoint, console: Console) -> int:
-    """Train a started (or resumed) run, show its progress, say how it ended."""
+def _evaluate(plan, tracker, learner: dict, console: Console, resume: bool = False) -> int:
+    """Score a saved learner into a started (or reopened) evaluation run."""
+    if resume:
+        tracker.resume()
+    return _train(plan, tracker, tracker.run_id, None, console, learner=learner)
+
+
+def _train(plan, tracker, run_id: str, checkpoint, console: Console, learner=None) -> int:
+    """Train a started (or resumed) run, show its progress, say how it ended; with a saved
+    ``learner``, score it instead (an evaluation run)."""
     from benchmarks.progress import TrainingProgress
     from benchmarks.runner import RunFailed, RunInterrupted, execute_recorded
 
@@ -430,14 +416,18 @@ def _train(plan, tracker, run_id: str, checkpoint, console: Console) -> int:
     try:
         if checkpoint is not None:
             console.print(f"resuming run {run_id} from iteration {completed}")
+        source = "" if learner is None else f" (the learner of run {plan.learner_from})"
         console.print(
-            f"[bold]{plan.method_name}[/] on [bold]{plan.benchmark}[/] seed {plan.seed} "
+            f"[bold]{plan.method_name}[/]{source} on [bold]{plan.benchmark}[/] seed {plan.seed} "
             f"({plan.device}); MLflow run {run_id}"
         )
-        with TrainingProgress(
-            plan.protocol.total_steps(plan.task), completed, f"{plan.method_name}", console
-        ) as progress:
-            final = execute_recorded(plan, tracker, progress=progress, checkpoint=checkpoint)
+        if learner is not None:
+            final = execute_recorded(plan, tracker, learner=learner)
+        else:
+            with TrainingProgress(
+                plan.protocol.total_steps(plan.task), completed, f"{plan.method_name}", console
+            ) as progress:
+                final = execute_recorded(plan, tracker, progress=progress, checkpoint=checkpoint)
     except (KeyboardInterrupt, SystemExit, BrokenPipeError) as err:
         # Outside execute_recorded (the first prints, the bar's last draw): a run already
         # closed FINISHED stays so; one not yet closed is closed the same way it would be.

@@ -235,24 +235,34 @@ for _ways in (5, 20):
             )
         )
 
+
+def _natural_image_episodes(meta_batch: int) -> EpisodicConfig:
+    """The miniImageNet protocol (Finn et al. 2017): 60,000 iterations, 600 test episodes
+    scored after 10 inner steps; shared by every 84x84 / 32x32 natural-image benchmark."""
+    return EpisodicConfig(
+        iterations=60000,
+        meta_batch=meta_batch,
+        val_every=1000,
+        val_tasks=100,
+        test_tasks=600,
+        eval_steps=(10,),
+        eval_chunk=5,
+        log_every=10,
+        checkpoint_every=500,
+    )
+
+
+#: Conv-4 MAML's inner loop on natural images (Finn et al. 2017).
+_NATURAL_IMAGE_DEFAULTS = {"inner_lr": 0.01, "inner_steps": 5, "test_inner_steps": 10}
+
 for _shots, _batch in ((1, 4), (5, 2)):
     register_benchmark(
         BenchmarkSpec(
             name=f"miniimagenet-5w{_shots}s",
             description=f"miniImageNet 5-way {_shots}-shot, 15 queries per class, Conv-4",
             task=FewShotConfig(dataset="miniimagenet", ways=5, shots=_shots, queries=15),
-            protocol=EpisodicConfig(
-                iterations=60000,
-                meta_batch=_batch,
-                val_every=1000,
-                val_tasks=100,
-                test_tasks=600,
-                eval_steps=(10,),
-                eval_chunk=5,
-                log_every=10,
-                checkpoint_every=500,
-            ),
-            method_defaults={"inner_lr": 0.01, "inner_steps": 5, "test_inner_steps": 10},
+            protocol=_natural_image_episodes(_batch),
+            method_defaults=dict(_NATURAL_IMAGE_DEFAULTS),
             presets={"paper-32ch": {"channels": "32"}, "sparse-maml": _sparse_maml_preset(_shots)},
             reference="Finn et al. 2017: 48.70 / 63.11 (1 / 5-shot, 32 channels); sparse-MAML "
             "50.35 / 67.03 (Conv-4)",
@@ -275,18 +285,8 @@ for _dataset, (_title, _source) in _FEWSHOT_SETS.items():
                 name=f"{_dataset.replace('_', '-')}-5w{_shots}s",
                 description=f"{_title} 5-way {_shots}-shot, 15 queries per class, Conv-4",
                 task=FewShotConfig(dataset=_dataset, ways=5, shots=_shots, queries=15),
-                protocol=EpisodicConfig(
-                    iterations=60000,
-                    meta_batch=_batch,
-                    val_every=1000,
-                    val_tasks=100,
-                    test_tasks=600,
-                    eval_steps=(10,),
-                    eval_chunk=5,
-                    log_every=10,
-                    checkpoint_every=500,
-                ),
-                method_defaults={"inner_lr": 0.01, "inner_steps": 5, "test_inner_steps": 10},
+                protocol=_natural_image_episodes(_batch),
+                method_defaults=dict(_NATURAL_IMAGE_DEFAULTS),
                 reference=_source,
             )
         )

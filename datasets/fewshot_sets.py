@@ -32,7 +32,7 @@ import numpy as np
 import torch
 
 from mesabench_datasets.data_root import DatasetFormatError, data_roots, find_file
-from mesabench_datasets.images import ImagePool
+from mesabench_datasets.images import ImagePool, check_disjoint_splits
 from mesabench_datasets.miniimagenet import _ArrayUnpickler
 
 SPLITS = ("train", "val", "test")
@@ -179,12 +179,5 @@ def load_fewshot_set(name: str, data_root=None) -> dict[str, ImagePool]:
     else:
         find_file(f"{name}/train", data_root)  # raises DataNotFoundError naming the roots
         raise DatasetFormatError(f"{name}/train is not a folder")  # pragma: no cover
-    seen: dict[str, str] = {}
-    for split, pool in pools.items():
-        for cls in pool.class_names:
-            if cls in seen:
-                raise DatasetFormatError(
-                    f"{name}: class {cls!r} is in both the {seen[cls]} and {split} splits"
-                )
-            seen[cls] = split
+    check_disjoint_splits(pools, name)
     return pools

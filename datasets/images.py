@@ -17,7 +17,25 @@ from torch import Tensor
 from mesabench_datasets.data_root import DatasetFormatError
 from mesabench_datasets.tasks import TaskBatch
 
-__all__ = ["DatasetFormatError", "ImagePool", "images_of_classes", "sample_episodes"]
+__all__ = [
+    "DatasetFormatError",
+    "ImagePool",
+    "check_disjoint_splits",
+    "images_of_classes",
+    "sample_episodes",
+]
+
+
+def check_disjoint_splits(pools: dict[str, ImagePool], dataset: str) -> None:
+    """Refuse class splits that share a class (meta-test classes must be unseen)."""
+    seen: dict[str, str] = {}
+    for split, pool in pools.items():
+        for name in pool.class_names:
+            if name in seen:
+                raise DatasetFormatError(
+                    f"{dataset}: class {name!r} is in both the {seen[name]} and {split} splits"
+                )
+            seen[name] = split
 
 
 @dataclass(frozen=True)

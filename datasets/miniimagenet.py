@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from mesabench_datasets.data_root import DataNotFoundError, DatasetFormatError, find_file
-from mesabench_datasets.images import ImagePool
+from mesabench_datasets.images import ImagePool, check_disjoint_splits
 
 FOLDER = "miniimagenet"
 SPLITS = ("train", "val", "test")
@@ -133,12 +133,5 @@ def load_miniimagenet(
             fmt = "csv"
     loader = load_pickle_split if fmt == "pickle" else load_csv_split
     pools = {split: loader(split, data_root) for split in SPLITS}
-    seen: dict[str, str] = {}
-    for split, pool in pools.items():
-        for name in pool.class_names:
-            if name in seen:
-                raise DatasetFormatError(
-                    f"class {name!r} appears in both the {seen[name]} and {split} splits"
-                )
-            seen[name] = split
+    check_disjoint_splits(pools, "miniImageNet")
     return pools

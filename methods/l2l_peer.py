@@ -22,9 +22,9 @@ from torch import Tensor
 
 from mesabench_datasets.tasks import Problem, TaskBatch
 from mesabench_datasets.typed_config import ConfigError, param
-from methods.api import SHARED_SETTINGS, EpisodicMethod, IncompatibleSetting
+from methods.api import SHARED_SETTINGS, EpisodicMethod
 from methods.losses import task_loss
-from methods.networks import build_network, check_network
+from methods.networks import build_network, check_network_setting, network_for
 from methods.registry import register_method
 
 INSTALL_HINT = "bash bench/install_learn2learn.sh (an optional install, see the README)"
@@ -76,17 +76,13 @@ class LearnToLearnMAML(EpisodicMethod):
 
     @classmethod
     def check_config(cls, config: L2LMAMLConfig, problem: Problem) -> None:
-        name = problem.network if config.network == "default" else config.network
-        try:
-            check_network(name, problem)
-        except IncompatibleSetting as err:
-            raise IncompatibleSetting(f"method.network={config.network}: {err}") from None
+        check_network_setting(config.network, problem)
 
     def __init__(self, config: L2LMAMLConfig, problem: Problem, device: torch.device):
         super().__init__(config, problem, device)
         l2l = import_learn2learn()
 
-        name = problem.network if config.network == "default" else config.network
+        name = network_for(config.network, problem)
         # Built exactly as our maml builds it (same seed: same initial weights); a per-task
         # loop can use the fused batch norm.
         network = build_network(name, problem, config.hidden, config.channels, vmapped=False)

@@ -15,10 +15,10 @@ from torch import Tensor
 
 from mesabench_datasets.tasks import Problem, TaskBatch
 from mesabench_datasets.typed_config import ConfigError, param
-from methods.api import SHARED_SETTINGS, EpisodicMethod, IncompatibleSetting
+from methods.api import SHARED_SETTINGS, EpisodicMethod
 from methods.inner_loop import InnerLoop
 from methods.modulation import FixedRate, GradientModulation, LearnedRates
-from methods.networks import build_network, check_network, head_names
+from methods.networks import build_network, check_network_setting, head_names, network_for
 from methods.registry import register_method
 
 
@@ -110,15 +110,11 @@ class GradientMetaLearner(EpisodicMethod):
 
     @classmethod
     def check_config(cls, config: MAMLConfig, problem: Problem) -> None:
-        name = problem.network if config.network == "default" else config.network
-        try:
-            check_network(name, problem)
-        except IncompatibleSetting as err:
-            raise IncompatibleSetting(f"method.network={config.network}: {err}") from None
+        check_network_setting(config.network, problem)
 
     def __init__(self, config: MAMLConfig, problem: Problem, device: torch.device):
         super().__init__(config, problem, device)
-        name = problem.network if config.network == "default" else config.network
+        name = network_for(config.network, problem)
         if config.task_batching == "auto":
             vectorize = not (name == "conv4" and device.type == "cpu")
         else:

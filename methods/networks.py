@@ -196,6 +196,21 @@ def check_network(name: str, problem: Problem) -> None:
         raise IncompatibleSetting(f"unknown network {name!r}; allowed: {', '.join(NETWORKS)}")
 
 
+def network_for(setting: str, problem: Problem) -> str:
+    """The network a ``network`` setting names: ``default`` is the benchmark's."""
+    return problem.network if setting == "default" else setting
+
+
+def check_network_setting(setting: str, problem: Problem) -> None:
+    """:func:`check_network` for a method's ``network`` setting, naming the setting."""
+    from methods.api import IncompatibleSetting
+
+    try:
+        check_network(network_for(setting, problem), problem)
+    except IncompatibleSetting as err:
+        raise IncompatibleSetting(f"method.network={setting}: {err}") from None
+
+
 def build_network(
     name: str,
     problem: Problem,

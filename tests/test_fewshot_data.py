@@ -164,7 +164,7 @@ def test_overlapping_splits_are_refused(data_root):
         data = pickle.load(handle)
     data["class_dict"][WNIDS[0]] = data["class_dict"].pop(WNIDS[9])
     (folder / "mini-imagenet-cache-test.pkl").write_bytes(pickle.dumps(data))
-    with pytest.raises(DatasetFormatError, match=f"class '{WNIDS[0]}' appears in both"):
+    with pytest.raises(DatasetFormatError, match=f"class '{WNIDS[0]}' is in both"):
         load_miniimagenet("pickle")
 
 
