@@ -24,7 +24,6 @@ dicts only. The standard class splits: CIFAR-FS 64/16/20 (Bertinetto et al. 2019
 
 from __future__ import annotations
 
-import io
 import pickle
 from pathlib import Path
 
@@ -32,28 +31,13 @@ import numpy as np
 import torch
 
 from mesabench_datasets.data_root import DatasetFormatError, data_roots, find_file
-from mesabench_datasets.images import ImagePool, check_disjoint_splits
+from mesabench_datasets.images import ImagePool, check_disjoint_splits, read_rgb
 from mesabench_datasets.miniimagenet import _ArrayUnpickler
 
 SPLITS = ("train", "val", "test")
 #: Image side of each set; every set is RGB.
 SIZES = {"cifarfs": 32, "fc100": 32, "tiered_imagenet": 84, "cub": 84}
 IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg"}
-
-
-def _rgb(image, size: int, where: object) -> np.ndarray:
-    """An image (a PIL image, a path or PNG bytes) as uint8 ``[size, size, 3]``."""
-    from PIL import Image, UnidentifiedImageError
-
-    try:
-        opened = Image.open(io.BytesIO(image) if isinstance(image, bytes) else image)
-        with opened as img:
-            rgb = img.convert("RGB")
-            if rgb.size != (size, size):
-                rgb = rgb.resize((size, size), Image.BILINEAR)
-            return np.asarray(rgb, dtype=np.uint8)
-    except (OSError, UnidentifiedImageError) as err:
-        raise DatasetFormatError(f"cannot read image {where}: {err}") from None
 
 
 def _pool(images: list[np.ndarray], labels: list, where: object) -> ImagePool:
@@ -78,7 +62,7 @@ def _class_folders(root: Path, classes: list[str] | None, size: int) -> ImagePoo
         files = sorted(p for p in folder.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)
         if not files:
             raise DatasetFormatError(f"class folder {folder} holds no .png or .jpg images")
-        images += [_rgb(path, size, path) for path in files]
+        images += [read_rgb(path, size, path) for path in files]
         labels += [name] * len(files)
     return _pool(images, labels, root)
 
@@ -156,7 +140,7 @@ def _tiered(data_root, size: int) -> dict[str, ImagePool]:
             raise DatasetFormatError(
                 f"{images_path}: {len(encoded)} images but {len(specific)} labels"
             )
-        images = [_rgb(bytes(png), size, images_path) for png in encoded]
+        images = [read_rgb(bytes(png), size, images_path) for png in encoded]
         pools[split] = _pool(images, specific, images_path)
     return pools
 

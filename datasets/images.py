@@ -7,6 +7,7 @@ over tasks or classes) and converted to float in [0, 1] only when sampled.
 
 from __future__ import annotations
 
+import io
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -22,8 +23,24 @@ __all__ = [
     "ImagePool",
     "check_disjoint_splits",
     "images_of_classes",
+    "read_rgb",
     "sample_episodes",
 ]
+
+
+def read_rgb(image, size: int, where: object) -> np.ndarray:
+    """An image (a PIL image, a path or PNG bytes) as uint8 ``[size, size, 3]``."""
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        opened = Image.open(io.BytesIO(image) if isinstance(image, bytes) else image)
+        with opened as img:
+            rgb = img.convert("RGB")
+            if rgb.size != (size, size):
+                rgb = rgb.resize((size, size), Image.BILINEAR)
+            return np.asarray(rgb, dtype=np.uint8)
+    except (OSError, UnidentifiedImageError) as err:
+        raise DatasetFormatError(f"cannot read image {where}: {err}") from None
 
 
 def check_disjoint_splits(pools: dict[str, ImagePool], dataset: str) -> None:

@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from mesabench_datasets.data_root import DataNotFoundError, DatasetFormatError, find_file
-from mesabench_datasets.images import ImagePool, check_disjoint_splits
+from mesabench_datasets.images import ImagePool, check_disjoint_splits, read_rgb
 
 FOLDER = "miniimagenet"
 SPLITS = ("train", "val", "test")
@@ -83,19 +83,6 @@ def load_pickle_split(split: str, data_root: str | Path | None = None) -> ImageP
         raise DatasetFormatError(f"{path}: {err}") from None
 
 
-def _read_image(path: Path) -> np.ndarray:
-    from PIL import Image, UnidentifiedImageError
-
-    try:
-        with Image.open(path) as img:
-            rgb = img.convert("RGB")
-            if rgb.size != (SIZE, SIZE):
-                rgb = rgb.resize((SIZE, SIZE), Image.BILINEAR)
-            return np.asarray(rgb, dtype=np.uint8)
-    except (OSError, UnidentifiedImageError) as err:
-        raise DatasetFormatError(f"cannot read image {path}: {err}") from None
-
-
 def load_csv_split(split: str, data_root: str | Path | None = None) -> ImagePool:
     _check_split(split)
     table = find_file(f"{FOLDER}/{split}.csv", data_root)
@@ -115,7 +102,7 @@ def load_csv_split(split: str, data_root: str | Path | None = None) -> ImagePool
         files.append(path)
     if not files:
         raise DatasetFormatError(f"{table} lists no images")
-    images = np.stack([_read_image(p) for p in files])
+    images = np.stack([read_rgb(p, SIZE, p) for p in files])
     names = sorted(by_label)
     tensor = torch.from_numpy(images).permute(0, 3, 1, 2)
     return ImagePool.from_groups(tensor, [by_label[n] for n in names], names)
