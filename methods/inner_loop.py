@@ -120,7 +120,7 @@ class InnerLoop:
         fast = {n: per_task[n] for n in self.adapted}
         frozen = {n: w for n, w in per_task.items() if n not in fast}
         second_order = not self.first_order and any(p.requires_grad for p in params.values())
-        for _ in range(steps):
+        for _ in range(steps if fast else 0):  # nothing adapted (no_adaptation): no steps
             with torch.enable_grad():  # inner gradients, whatever the caller's mode
                 if second_order:
                     at, rest = fast, frozen

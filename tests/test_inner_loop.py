@@ -137,6 +137,22 @@ def test_batched_autograd_path_equals_the_per_task_torch_func_loop(first_order, 
         torch.testing.assert_close(fast_w[name], loop_w[name], atol=1e-12, rtol=1e-10)
 
 
+def test_with_nothing_adapted_the_batched_path_is_the_plain_network():
+    net, batch = _net(), _batch(3)
+    params = dict(net.named_parameters())
+    loop = InnerLoop(net, FixedRate(0.1), "mse", [], first_order=False)
+    assert loop._batches_by_hand({})
+    predictions = loop.batched_predict(params, {}, *tuple(batch)[:3], 5)
+    torch.testing.assert_close(predictions, net(batch.query_x), atol=1e-12, rtol=1e-10)
+    loss = loop.batched_query_loss(params, {}, batch, 5).mean()
+    grads = torch.autograd.grad(loss, list(params.values()))
+    expected = torch.autograd.grad(
+        F.mse_loss(net(batch.query_x), batch.query_y), list(params.values())
+    )
+    for a, b in zip(grads, expected, strict=True):
+        torch.testing.assert_close(a, b, atol=1e-12, rtol=1e-10)
+
+
 def _sparse_setup():
     net, batch = _net(), _batch(3)
     shapes = {n: p.shape for n, p in net.named_parameters()}
