@@ -9,7 +9,8 @@ gradient through the step).
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Iterator
+from contextlib import contextmanager
 
 import torch
 from torch import Tensor, nn
@@ -112,6 +113,21 @@ class InnerLoop:
         does, with one autograd call per inner step instead of torch.func's per-task
         transforms, which cost most on tiny networks."""
         return self.vectorize and not buffers and hasattr(self.network, "batched_forward")
+
+    @contextmanager
+    def threads(self, buffers: Params) -> Iterator[None]:
+        """One intra-op thread while the batched path runs (restored after). Its operations
+        are too small to gain from splitting, and splitting them stalls whenever another
+        process holds a core: 40x slower on two cores with one busy."""
+        if not self._batches_by_hand(buffers) or torch.get_num_threads() == 1:
+            yield
+            return
+        before = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            yield
+        finally:
+            torch.set_num_threads(before)
 
     def _adapt_all(self, params: Params, sx: Tensor, sy: Tensor, steps: int) -> Params:
         """Every task's adapted weights ``[T, ...]`` by ``steps`` modulated steps."""

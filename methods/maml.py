@@ -147,6 +147,10 @@ class GradientMetaLearner(EpisodicMethod):
         )
 
     def meta_train_step(self, batch: TaskBatch) -> dict[str, float]:
+        with self.inner.threads(self.buffers):
+            return self._meta_train_step(batch)
+
+    def _meta_train_step(self, batch: TaskBatch) -> dict[str, float]:
         losses = self.inner.batched_query_loss(
             self.params, self.buffers, batch, self.config.inner_steps
         )
@@ -167,7 +171,7 @@ class GradientMetaLearner(EpisodicMethod):
     ) -> Tensor:
         steps = self.config.test_inner_steps if steps is None else steps
         params = {n: p.detach() for n, p in self.params.items()}
-        with torch.no_grad():
+        with torch.no_grad(), self.inner.threads(self.buffers):
             return self.inner.batched_predict(
                 params, self.buffers, support_x, support_y, query_x, steps
             )

@@ -232,3 +232,18 @@ def test_written_out_rate_gradient_equals_autograd(gate, straight, granularity):
     upstream = torch.randn(3, 4)
     (mod.rate("w") * upstream).sum().backward()
     torch.testing.assert_close(mod.raw_gradient("w", upstream), mod.raw("w").grad)
+
+
+def test_the_batched_path_runs_on_one_thread_and_restores_the_count():
+    net = _net()
+    loop = InnerLoop(net, FixedRate(0.1), "mse", [n for n, _ in net.named_parameters()])
+    torch.set_num_threads(2)
+    try:
+        with loop.threads({}):
+            assert torch.get_num_threads() == 1
+        assert torch.get_num_threads() == 2
+        looped = InnerLoop(net, FixedRate(0.1), "mse", [], vectorize=False)
+        with looped.threads({}):  # the per-task torch.func path keeps its threads
+            assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(2)
