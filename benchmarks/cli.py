@@ -262,8 +262,10 @@ def cmd_run(args, console: Console) -> int:
         run_id = args.resume
         prepare_data(plan)  # before the run is touched: a refusal leaves it as it was
         if plan.learner_from:  # an evaluation: score the saved learner again
-            return _evaluate(plan, tracker, _saved_learner(tracker, plan.learner_from, args),
-                             console, resume=True)  # fmt: skip
+            # The learner it scored: the one its start recorded.
+            wanted = tracker.client.get_run(run_id).data.tags.get("mesabench.learner")
+            _, learner = _saved_learner(tracker, plan.learner_from, wanted)
+            return _evaluate(plan, tracker, learner, console, resume=True)
         checkpoint = tracker.load_checkpoint()
         tracker.resume()
     if args.system_metrics:
@@ -322,7 +324,7 @@ def cmd_evaluate(args, console: Console) -> int:
     if body.get("learner_from"):
         raise UsageError(f"evaluate: run {args.run_id} is itself an evaluation; name the "
                          f"training run {body['learner_from']}")  # fmt: skip
-    saved = _saved_learner(tracker, args.run_id, args)
+    learner_name, saved = _saved_learner(tracker, args.run_id, args.learner)
     # The learner's own method settings; on its own benchmark its task and protocol
     # settings too (so that the run's test is repeated exactly), elsewhere the target's;
     # then the user's --set.
@@ -342,27 +344,24 @@ def cmd_evaluate(args, console: Console) -> int:
     data_files = prepare_data(plan)
     with using_data_root(plan.data_root):
         fit_learner(plan, saved)  # refused here, before anything is recorded
-    run_id = tracker.start(plan, source.data.tags.get("mesabench.method_source", "?"))
-    tracker.client.set_tag(run_id, "mesabench.evaluated_from", args.run_id)
-    tracker.client.set_tag(run_id, "mesabench.learner", args.learner_name)
-    tracker.client.set_tag(run_id, "mesabench.trained_on", body["benchmark"])
+    origin = {"mesabench.evaluated_from": args.run_id, "mesabench.learner": learner_name,
+              "mesabench.trained_on": body["benchmark"]}  # fmt: skip
+    method_source = source.data.tags.get("mesabench.method_source", "?")
+    tracker.start(plan, method_source, extra_tags=origin)
     record_data_files(tracker, data_files)
     return _evaluate(plan, tracker, saved, console)
 
 
-def _saved_learner(tracker, run_id: str, args) -> dict:
-    """The state of run ``run_id``'s ``best`` learner (else ``final``), or as ``--learner``
-    asks; records the choice in ``args.learner_name``."""
-    wanted = getattr(args, "learner", None) or "best"
-    names = [wanted] if getattr(args, "learner", None) else ["best", "final"]
-    for name in names:
+def _saved_learner(tracker, run_id: str, wanted: str | None) -> tuple[str, dict]:
+    """Which learner of run ``run_id`` (``wanted``, else ``best`` where saved, else
+    ``final``) and its state."""
+    for name in [wanted] if wanted else ["best", "final"]:
         saved = tracker.load_learner(run_id, name)
         if saved is not None:
-            args.learner_name = name
-            return saved["state"]
+            return name, saved["state"]
     raise UsageError(
-        f"run {run_id} saved no {wanted!r} learner (runs keep learners since mesabench 0.1.0 "
-        "commit f4aeb5c; older runs have none)"
+        f"run {run_id} saved no {wanted or 'best'!r} learner (runs keep learners since "
+        "mesabench 0.1.0 commit f4aeb5c; older runs have none)"
     )
 
 

@@ -221,9 +221,16 @@ class MlflowTracker:
                 raise
             return experiment.experiment_id
 
-    def start(self, plan, method_source: str, parent_run_id: str | None = None) -> str:
-        """Create the run for ``plan`` and record its params, tags and resolved config
-        (as a child of ``parent_run_id`` when a sweep runs it)."""
+    def start(
+        self,
+        plan,
+        method_source: str,
+        parent_run_id: str | None = None,
+        extra_tags: dict[str, str] | None = None,
+    ) -> str:
+        """Create the run for ``plan`` and record its params, tags (``extra_tags`` among them,
+        from the run's first moment) and resolved config (as a child of ``parent_run_id``
+        when a sweep runs it)."""
         from benchmarks.specs import BENCHMARKS
 
         tags = {
@@ -242,6 +249,7 @@ class MlflowTracker:
             tags["mlflow.source.git.commit"] = revision
         if parent_run_id:
             tags["mlflow.parentRunId"] = parent_run_id
+        tags.update(extra_tags or {})
         run = self.client.create_run(
             self.experiment_id(plan.benchmark),
             run_name=run_name(plan),
@@ -282,12 +290,7 @@ class MlflowTracker:
     def load_learner(self, run_id: str, name: str) -> dict[str, Any] | None:
         """A learner the run saved (see :meth:`save_learner`), or None if it saved none by
         that name."""
-        names = {a.path for a in self.client.list_artifacts(run_id, LEARNER_DIR)}
-        path = f"{LEARNER_DIR}/{name}.pt"
-        if path not in names:
-            return None
-        local = self.client.download_artifacts(run_id, path, tempfile.mkdtemp())
-        return torch.load(local, map_location="cpu", weights_only=False)
+        return self._load_saved(run_id, f"{LEARNER_DIR}/{name}.pt")
 
     def resume(self) -> None:
         """Mark the reopened run RUNNING again and start its heartbeat."""
@@ -296,11 +299,15 @@ class MlflowTracker:
 
     def load_checkpoint(self) -> dict[str, Any] | None:
         assert self.run_id is not None
-        names = {a.path for a in self.client.list_artifacts(self.run_id, "checkpoints")}
-        if CHECKPOINT_PATH not in names:
+        return self._load_saved(self.run_id, CHECKPOINT_PATH)
+
+    def _load_saved(self, run_id: str, path: str) -> dict[str, Any] | None:
+        """A ``torch.save``'d artifact of the run, or None if it has none at ``path``."""
+        names = {a.path for a in self.client.list_artifacts(run_id, str(Path(path).parent))}
+        if path not in names:
             return None
-        path = self.client.download_artifacts(self.run_id, CHECKPOINT_PATH, tempfile.mkdtemp())
-        return torch.load(path, map_location="cpu", weights_only=False)
+        local = self.client.download_artifacts(run_id, path, tempfile.mkdtemp())
+        return torch.load(local, map_location="cpu", weights_only=False)
 
     def finish(self, status: str, error: str | None = None) -> None:
         """Flush what is pending and close the run as FINISHED, FAILED or KILLED."""

@@ -92,6 +92,13 @@ def test_a_learner_scored_elsewhere_with_other_settings(store):
     learner = tracker.load_learner(trained.info.run_id, "final")["state"]
     again = execute(plan, MemoryRecorder(), learner=learner)
     assert again["final/test_loss"] == evaluation.data.metrics["final/test_loss"]
+    # An interrupted evaluation resumes by scoring the same (final) learner again.
+    client = MlflowClient(store)
+    client.set_terminated(evaluation.info.run_id, "KILLED")
+    assert main(["run", "--resume", evaluation.info.run_id, "--tracking-uri", store]) == 0
+    resumed = client.get_run(evaluation.info.run_id)
+    assert resumed.info.status == "FINISHED"
+    assert resumed.data.metrics["final/test_loss"] == evaluation.data.metrics["final/test_loss"]
 
 
 def test_a_continual_learner_scored_again_gives_its_retained_accuracy(store, tmp_path):
