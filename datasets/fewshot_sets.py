@@ -13,7 +13,15 @@ Each is looked for under the data root, in the first of these forms that exists:
   (PNG-encoded images) and ``{train,val,test}_labels.pkl`` (a dict with
   ``label_specific``). All images are decoded into memory as uint8 (the full set takes
   about 16 GB);
-- **CUB** in plain image folders only (its class split is the folders').
+- **CUB** as CUB-200-2011 unpacks (``CUB_200_2011/images/<NNN.Name>/*.jpg``, also under
+  learn2learn's ``cubirds200/``), split 100/50/50 by Chen et al. (2019): of the 200 classes
+  in order, even positions train, positions 1 mod 4 validate, 3 mod 4 test (torchmeta's
+  split too);
+- **torchmeta's HDF5 files** (needs ``h5py``): CIFAR-FS and FC100 from
+  ``cifar100/data.hdf5`` (``<coarse>/<fine>`` uint8 ``[N, 32, 32, 3]``) with
+  ``cifar100/{cifar-fs,fc100}/{split}_labels.json`` (``[[coarse, fine], ...]``);
+  tiered-ImageNet and CUB from ``{tieredimagenet,cub}/{split}_data.hdf5`` (group
+  ``datasets``, one dataset of encoded images per class) with ``{split}_labels.json``.
 
 Images are converted to RGB and resized to the set's size (32 for CIFAR-FS and FC100, 84 for
 tiered-ImageNet and CUB). Pickles are read with an unpickler that admits arrays, lists and
@@ -38,6 +46,12 @@ SPLITS = ("train", "val", "test")
 #: Image side of each set; every set is RGB.
 SIZES = {"cifarfs": 32, "fc100": 32, "tiered_imagenet": 84, "cub": 84}
 IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg"}
+#: torchmeta's folders: CIFAR-FS / FC100 label lists beside one ``cifar100/data.hdf5``; the
+#: others one HDF5 file of encoded images per split.
+TORCHMETA_CIFAR = {"cifarfs": "cifar-fs", "fc100": "fc100"}
+TORCHMETA_FOLDER = {"tiered_imagenet": "tieredimagenet", "cub": "cub"}
+#: Where CUB-200-2011's class folders are when unpacked as is, or by learn2learn.
+CUB_IMAGES = ["CUB_200_2011/images", "cubirds200/CUB_200_2011/images"]
 
 
 def _pool(images: list[np.ndarray], labels: list, where: object) -> ImagePool:
@@ -145,6 +159,87 @@ def _tiered(data_root, size: int) -> dict[str, ImagePool]:
     return pools
 
 
+def _cub_images(images: Path, size: int) -> dict[str, ImagePool]:
+    classes = sorted(p.name for p in images.iterdir() if p.is_dir())
+    if len(classes) != 200:
+        raise DatasetFormatError(f"{images} must hold CUB-200-2011's 200 class folders")
+    split_of = {"train": (0, 2), "val": (1, 4), "test": (3, 4)}  # (remainder, modulus)
+    return {
+        split: _class_folders(images, [c for i, c in enumerate(classes) if i % m == r], size)
+        for split, (r, m) in split_of.items()
+    }
+
+
+def _h5py():
+    try:
+        import h5py
+    except ImportError:
+        raise DatasetFormatError(
+            "reading torchmeta's HDF5 files needs h5py: pip install h5py"
+        ) from None
+    return h5py
+
+
+def _json_list(path: Path) -> list:
+    import json
+
+    try:
+        listing = json.loads(path.read_text())
+    except ValueError as err:
+        raise DatasetFormatError(f"{path} is not valid JSON: {err}") from None
+    if not isinstance(listing, list) or not listing:
+        raise DatasetFormatError(f"{path} must hold a non-empty list of class names")
+    return listing
+
+
+def _torchmeta_cifar(subfolder: str, data_root, size: int) -> dict[str, ImagePool]:
+    h5py = _h5py()
+    data_path = find_file("cifar100/data.hdf5", data_root)
+    pools = {}
+    with h5py.File(data_path, "r") as data:
+        for split in SPLITS:
+            listing = find_file(f"cifar100/{subfolder}/{split}_labels.json", data_root)
+            images, labels = [], []
+            for entry in _json_list(listing):
+                key = "/".join(entry) if isinstance(entry, list) else str(entry)
+                if key not in data:
+                    raise DatasetFormatError(f"{data_path} has no class {key} ({listing})")
+                array = np.asarray(data[key])
+                if array.dtype != np.uint8 or array.ndim != 4 or array.shape[-1] != 3:
+                    raise DatasetFormatError(f"{data_path}: {key} must be uint8 [N, H, W, 3]")
+                images += [_rgb_array(image, size) for image in array]
+                labels += [key.split("/")[-1]] * len(array)
+            pools[split] = _pool(images, labels, data_path)
+    return pools
+
+
+def _torchmeta_encoded(folder: str, data_root, size: int) -> dict[str, ImagePool]:
+    h5py = _h5py()
+    pools = {}
+    for split in SPLITS:
+        data_path = find_file(f"{folder}/{split}_data.hdf5", data_root)
+        listing = find_file(f"{folder}/{split}_labels.json", data_root)
+        images, labels = [], []
+        with h5py.File(data_path, "r") as data:
+            group = data.get("datasets")
+            for name in _json_list(listing):
+                if group is None or str(name) not in group:
+                    raise DatasetFormatError(f"{data_path} has no datasets/{name}")
+                encoded = group[str(name)]
+                images += [read_rgb(bytes(image), size, data_path) for image in encoded]
+                labels += [str(name)] * len(encoded)
+        pools[split] = _pool(images, labels, data_path)
+    return pools
+
+
+def _first_folder(names: list[str], data_root) -> Path | None:
+    return next((f for f in (_folder(n, data_root) for n in names) if f is not None), None)
+
+
+def _has(name: str, data_root) -> bool:
+    return any((r / name).is_file() for r in data_roots(data_root))
+
+
 def load_fewshot_set(name: str, data_root=None) -> dict[str, ImagePool]:
     """The train / val / test class pools of ``name`` (a key of :data:`SIZES`), from the
     first form on disk that exists (see the module's docstring)."""
@@ -156,6 +251,12 @@ def load_fewshot_set(name: str, data_root=None) -> dict[str, ImagePool]:
         pools = _split_folders(_folder("cifarfs/processed", data_root), size)
     elif name == "cifarfs" and _folder("cifarfs/cifar100/data", data_root) is not None:
         pools = _cifarfs_raw(_folder("cifarfs/cifar100", data_root), data_root, size)
+    elif name in TORCHMETA_CIFAR and _has("cifar100/data.hdf5", data_root):
+        pools = _torchmeta_cifar(TORCHMETA_CIFAR[name], data_root, size)
+    elif name in TORCHMETA_FOLDER and _has(f"{TORCHMETA_FOLDER[name]}/train_data.hdf5", data_root):
+        pools = _torchmeta_encoded(TORCHMETA_FOLDER[name], data_root, size)
+    elif name == "cub" and _first_folder(CUB_IMAGES, data_root) is not None:
+        pools = _cub_images(_first_folder(CUB_IMAGES, data_root), size)
     elif name == "fc100":
         pools = _fc100(data_root, size)
     elif name == "tiered_imagenet":

@@ -157,3 +157,61 @@ def write_tiered_pickles(root: Path, per_class: int = 20) -> Path:
             pickle.dump({"label_specific": np.asarray(ids), "label_general": np.zeros(len(ids))},
                         handle)  # fmt: skip
     return folder
+
+
+def write_torchmeta_cifar(root: Path, subfolder: str, per_class: int = 20) -> Path:
+    """torchmeta's ``cifar100/data.hdf5`` (``<coarse>/<fine>`` uint8 [N, 32, 32, 3]) with
+    ``cifar100/<subfolder>/{split}_labels.json``; one class in the file that no split lists."""
+    import json
+
+    import h5py
+
+    base = root / "cifar100"
+    (base / subfolder).mkdir(parents=True, exist_ok=True)
+    coarse = {name: f"coarse_{i // 3}" for i, name in enumerate([*WNIDS, "n09999999"])}
+    with h5py.File(base / "data.hdf5", "w") as data:
+        for name, group in coarse.items():
+            class_id = WNIDS.index(name) if name in WNIDS else 99
+            images = [class_image(class_id, (32, 32, 3), i) for i in range(per_class)]
+            data.create_dataset(f"{group}/{name}", data=np.stack(images))
+    for split, classes in SPLIT_CLASSES.items():
+        labels = [[coarse[name], name] for name in classes]
+        (base / subfolder / f"{split}_labels.json").write_text(json.dumps(labels))
+    return base
+
+
+def write_torchmeta_encoded(root: Path, folder: str, per_class: int = 20) -> Path:
+    """torchmeta's ``<folder>/{split}_data.hdf5`` (group ``datasets``, one variable-length
+    uint8 dataset of encoded images per class) with ``{split}_labels.json``."""
+    import json
+
+    import h5py
+
+    base = root / folder
+    base.mkdir(parents=True, exist_ok=True)
+    for split, classes in SPLIT_CLASSES.items():
+        with h5py.File(base / f"{split}_data.hdf5", "w") as data:
+            group = data.create_group("datasets")
+            for name in classes:
+                encoded = group.create_dataset(
+                    name, (per_class,), dtype=h5py.special_dtype(vlen=np.uint8)
+                )
+                for i in range(per_class):
+                    pixels = class_image(WNIDS.index(name), (84, 84, 3), i)
+                    encoded[i] = np.frombuffer(_png(pixels), dtype=np.uint8)
+        (base / f"{split}_labels.json").write_text(json.dumps(classes))
+    return base
+
+
+def write_cub_images(root: Path, per_class: int = 2, size: int = 84) -> Path:
+    """CUB-200-2011 as it unpacks: ``CUB_200_2011/images/<NNN.Name>/*.jpg`` (200 classes;
+    PNG bytes under .jpg names keep the pixels exact, and the reader decodes by content)."""
+    images = root / "CUB_200_2011" / "images"
+    for c in range(200):
+        folder = images / f"{c + 1:03d}.Bird_{c + 1}"
+        folder.mkdir(parents=True, exist_ok=True)
+        for i in range(per_class):
+            (folder / f"Bird_{c + 1}_{i:04d}.jpg").write_bytes(
+                _png(class_image(c, (size,) * 2 + (3,), i))
+            )
+    return images

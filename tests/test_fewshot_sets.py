@@ -14,9 +14,12 @@ from tests.image_fixtures import (
     WNIDS,
     class_image,
     write_cifarfs_raw,
+    write_cub_images,
     write_fc100_pickles,
     write_image_folders,
     write_tiered_pickles,
+    write_torchmeta_cifar,
+    write_torchmeta_encoded,
 )
 
 FORMATS = {
@@ -28,6 +31,10 @@ FORMATS = {
     ("tiered_imagenet", "learn2learn"): write_tiered_pickles,
     ("tiered_imagenet", "folders"): lambda root: write_image_folders(root, "tiered_imagenet", 84),
     ("cub", "folders"): lambda root: write_image_folders(root, "cub", 84),
+    ("cifarfs", "torchmeta"): lambda root: write_torchmeta_cifar(root, "cifar-fs"),
+    ("fc100", "torchmeta"): lambda root: write_torchmeta_cifar(root, "fc100"),
+    ("tiered_imagenet", "torchmeta"): lambda root: write_torchmeta_encoded(root, "tieredimagenet"),
+    ("cub", "torchmeta"): lambda root: write_torchmeta_encoded(root, "cub"),
 }
 
 
@@ -52,6 +59,33 @@ def test_every_form_gives_the_class_splits_and_pixels_it_holds(tmp_path, dataset
                 class_id, variant = int(image.flat[0]), int(image.flat[1])
                 assert WNIDS[class_id] in classes
                 assert (image == class_image(class_id, (size, size, 3), variant)).all()
+
+
+@pytest.mark.parametrize("under", ["", "cubirds200"])
+def test_cub_as_it_unpacks_takes_chen_et_al_s_split(tmp_path, under):
+    write_cub_images(tmp_path / under if under else tmp_path, per_class=2, size=16)
+    pools = load_fewshot_set("cub", tmp_path)
+    # Chen et al. (2019), as torchmeta's lists hold it: 001, 003, ... train; 002, 006, ...
+    # validate; 004, 008, ... test.
+    expected = {
+        "train": [f"{c:03d}.Bird_{c}" for c in range(1, 201, 2)],
+        "val": [f"{c:03d}.Bird_{c}" for c in range(2, 201, 4)],
+        "test": [f"{c:03d}.Bird_{c}" for c in range(4, 201, 4)],
+    }
+    for split, names in expected.items():
+        assert list(pools[split].class_names) == names
+        assert pools[split].images.shape[1:] == (3, 84, 84)  # resized from 16
+    first = pools["val"].images[pools["val"].class_index[0, 0]]
+    assert int(first[0, 0, 0]) == 1  # class 002 is class id 1 of the fixture
+
+
+def test_a_cub_folder_without_200_classes_is_refused(tmp_path):
+    write_cub_images(tmp_path, per_class=1, size=8)
+    import shutil
+
+    shutil.rmtree(tmp_path / "CUB_200_2011" / "images" / "200.Bird_200")
+    with pytest.raises(DatasetFormatError, match="200 class folders"):
+        load_fewshot_set("cub", tmp_path)
 
 
 def test_classes_in_two_splits_are_refused(tmp_path):
