@@ -10,7 +10,7 @@ gradient through the step).
 from __future__ import annotations
 
 from collections.abc import Collection, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 
 import torch
 from torch import Tensor, nn
@@ -136,16 +136,24 @@ class InnerLoop:
         fast = {n: per_task[n] for n in self.adapted}
         frozen = {n: w for n, w in per_task.items() if n not in fast}
         second_order = not self.first_order and any(p.requires_grad for p in params.values())
+        written_out = getattr(self.network, "batched_gradients", None)  # the MLP's own
         for _ in range(steps if fast else 0):  # nothing adapted (no_adaptation): no steps
-            with torch.enable_grad():  # inner gradients, whatever the caller's mode
-                if second_order:
-                    at, rest = fast, frozen
-                else:  # the inner gradient is a constant: no graph is kept for it
-                    at = {n: w.detach().requires_grad_() for n, w in fast.items()}
-                    rest = {n: w.detach() for n, w in frozen.items()}
-                prediction = self.network.batched_forward({**rest, **at}, sx)
-                loss = per_task_loss(prediction, sy, self.loss).sum()  # tasks independent
-                grads = torch.autograd.grad(loss, list(at.values()), create_graph=second_order)
+            if written_out is not None:
+                # Plain differentiable operations: the graph (second order) is kept in grad
+                # mode, dropped for first order.
+                with torch.no_grad() if not second_order else nullcontext():
+                    every = written_out({**frozen, **fast}, sx, sy, self.loss)
+                grads = [every[n].detach() if not second_order else every[n] for n in fast]
+            else:
+                with torch.enable_grad():  # inner gradients, whatever the caller's mode
+                    if second_order:
+                        at, rest = fast, frozen
+                    else:  # the inner gradient is a constant: no graph is kept for it
+                        at = {n: w.detach().requires_grad_() for n, w in fast.items()}
+                        rest = {n: w.detach() for n, w in frozen.items()}
+                    prediction = self.network.batched_forward({**rest, **at}, sx)
+                    loss = per_task_loss(prediction, sy, self.loss).sum()  # tasks independent
+                    grads = torch.autograd.grad(loss, list(at.values()), create_graph=second_order)
             steps_taken = zip(fast.items(), grads, strict=True)
             fast = {n: w - self.modulation.step(n, g) for (n, w), g in steps_taken}
         return {**frozen, **fast}

@@ -33,6 +33,20 @@ def per_task_loss(prediction: Tensor, target: Tensor, kind: LossKind) -> Tensor:
     return 0.5 * squared if kind == "half_mse" else squared
 
 
+def per_task_loss_gradient(prediction: Tensor, target: Tensor, kind: LossKind) -> Tensor:
+    """``d sum_t per_task_loss_t / d prediction`` for ``prediction [T, N, out]``, in closed
+    form (differentiable, so a meta-gradient can flow through it)."""
+    points = prediction.shape[1]
+    if kind == "cross_entropy":
+        onehot = F.one_hot(target, prediction.shape[-1]).to(prediction.dtype)
+        return (prediction.softmax(dim=-1) - onehot) / points
+    error = prediction - target
+    if kind == "half_sse":
+        return error / points
+    scale = 2.0 if kind == "mse" else 1.0  # half_mse
+    return error * (scale / (points * prediction.shape[-1]))
+
+
 def per_task_accuracy(prediction: Tensor, target: Tensor) -> Tensor:
     """Fraction of correct queries per task: ``[T, Q, classes]`` -> ``[T]``."""
     return (prediction.argmax(dim=-1) == target).float().mean(dim=1)
@@ -42,4 +56,10 @@ def is_classification(kind: LossKind) -> bool:
     return kind == "cross_entropy"
 
 
-__all__ = ["task_loss", "per_task_loss", "per_task_accuracy", "is_classification"]
+__all__ = [
+    "task_loss",
+    "per_task_loss",
+    "per_task_loss_gradient",
+    "per_task_accuracy",
+    "is_classification",
+]

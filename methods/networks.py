@@ -6,7 +6,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from mesabench_datasets.tasks import Problem
+from mesabench_datasets.tasks import LossKind, Problem
+from methods.losses import per_task_loss_gradient
 
 
 class MLP(nn.Sequential):
@@ -45,6 +46,35 @@ class MLP(nn.Sequential):
             if layer < self.depth - 1:
                 x = F.relu(x)
         return x
+
+    def batched_gradients(
+        self, params: dict[str, torch.Tensor], x: torch.Tensor, y: torch.Tensor, loss: LossKind
+    ) -> dict[str, torch.Tensor]:
+        """Each task's gradient of its own loss, weights and gradients shaped as in
+        :meth:`batched_forward`: the chain rule written out, two products per layer. Made of
+        ordinary differentiable operations, so a meta-gradient flows through it (second
+        order); it equals ``autograd.grad`` of the summed task losses at about 10% less cost
+        on small networks, where the autograd engine's own work is a large share."""
+        inputs, pre_activations = [], []
+        h = x
+        for layer in range(self.depth):
+            inputs.append(h)
+            i = 2 * layer
+            h = torch.baddbmm(params[f"{i}.bias"].unsqueeze(1), h, params[f"{i}.weight"].mT)
+            if layer < self.depth - 1:
+                pre_activations.append(h)
+                h = F.relu(h)
+        delta = per_task_loss_gradient(h, y, loss)  # [T, N, out]
+        grads = {}
+        for layer in reversed(range(self.depth)):
+            i = 2 * layer
+            grads[f"{i}.weight"] = torch.bmm(delta.mT, inputs[layer])
+            grads[f"{i}.bias"] = delta.sum(1)
+            if layer > 0:  # ReLU's backward: its second derivative is zero
+                delta = torch.ops.aten.threshold_backward(
+                    torch.bmm(delta, params[f"{i}.weight"]), pre_activations[layer - 1], 0
+                )
+        return grads
 
     def _row_constants(self, n: int, first: int, like: torch.Tensor):
         """-1 per row (for the one-hot), each row's 1 / group size, and the ``[2, n]`` matrix

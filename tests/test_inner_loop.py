@@ -9,8 +9,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from mesabench_datasets.regression import SinusoidConfig
-from mesabench_datasets.tasks import seeded_generator
+from mesabench_datasets.tasks import TaskBatch, seeded_generator
 from methods.inner_loop import InnerLoop
+from methods.losses import per_task_loss
 from methods.modulation import FixedRate, LearnedRates
 from methods.networks import MLP
 
@@ -135,6 +136,43 @@ def test_batched_autograd_path_equals_the_per_task_torch_func_loop(first_order, 
     assert fast_pred.grad_fn is None
     for name in params:
         torch.testing.assert_close(fast_w[name], loop_w[name], atol=1e-12, rtol=1e-10)
+
+
+@pytest.mark.parametrize("loss", ["mse", "half_mse", "half_sse", "cross_entropy"])
+def test_the_mlps_written_out_gradients_are_autograds_and_carry_the_second_order(loss):
+    """MLP.batched_gradients (the batched path's inner gradient) against autograd.grad of the
+    summed task losses, and the second-order meta-gradient through it against the per-task
+    torch.func path, for every loss kind (two outputs, so that the sums over outputs count)."""
+    torch.manual_seed(5)
+    net = MLP(3, (8, 8), 4 if loss == "cross_entropy" else 2).double()
+    tasks, points = 3, 5
+    x = torch.randn(tasks, 2 * points, 3, dtype=torch.float64)
+    if loss == "cross_entropy":
+        y = torch.randint(0, 4, (tasks, 2 * points))
+    else:
+        y = torch.randn(tasks, 2 * points, 2, dtype=torch.float64)
+    params = dict(net.named_parameters())
+    per_task = {n: w.expand(tasks, *w.shape) for n, w in params.items()}
+    written = net.batched_gradients(per_task, x[:, :points], y[:, :points], loss)
+    total = per_task_loss(net.batched_forward(per_task, x[:, :points]), y[:, :points], loss)
+    expected = torch.autograd.grad(total.sum(), list(params.values()), create_graph=True)
+    for name, want in zip(params, expected, strict=True):
+        # Each task's gradient; the weights are shared here, so they sum to autograd's.
+        torch.testing.assert_close(written[name].sum(0), want, atol=1e-12, rtol=1e-10)
+    batch = TaskBatch(x[:, :points], y[:, :points], x[:, points:], y[:, points:])
+    grads = []
+    for vectorize in (True, False):
+        loop = InnerLoop(net, FixedRate(0.3), loss, list(params), vectorize=vectorize)
+        meta_loss = loop.batched_query_loss(params, {}, batch, 2).mean()
+        grads.append(torch.autograd.grad(meta_loss, list(params.values())))
+    first_order = InnerLoop(net, FixedRate(0.3), loss, list(params), first_order=True)
+    first = torch.autograd.grad(
+        first_order.batched_query_loss(params, {}, batch, 2).mean(), list(params.values())
+    )
+    for fast, looped in zip(*grads, strict=True):
+        torch.testing.assert_close(fast, looped, atol=1e-12, rtol=1e-10)
+    # The second-order terms are not negligible here, so the check above could fail.
+    assert max((a - b).abs().max() for a, b in zip(grads[0], first, strict=True)) > 1e-4
 
 
 def test_with_nothing_adapted_the_batched_path_is_the_plain_network():
