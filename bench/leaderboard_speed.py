@@ -1,11 +1,25 @@
-"""Leaderboard latency on a store with many runs: ours vs MLflow's own ``search_runs``.
+"""Leaderboard latency and memory on large stores: ours vs MLflow's own ``search_runs``.
 
-Fills a fresh SQLite store with ``--runs`` finished runs of one benchmark (10 methods x
-configs x seeds, each with the params, tags and final metrics a real run has), then times
-building the leaderboard and, as the peer, ``mlflow.search_runs`` fetching the same runs
-into a DataFrame. Target: the leaderboard in under 2 s for 1000 runs.
+Builds synthetic SQLite stores of ``--sizes`` runs (default 1k, 10k, 100k). Every run is a
+copy of a real run made at the start (``python -m benchmarks run --method sparse_maml``,
+20 iterations): its tags, params and final metrics, with the method (10 names), config
+(10 per method), seed and metric values varied. Half the runs belong to the timed
+benchmark (``sinusoid-5shot``), the rest to ``--benchmarks - 1`` others. Rows are written
+with SQL straight into MLflow's schema (creating 100k runs through MLflow takes hours).
 
-    python bench/leaderboard_speed.py [--runs 1000] [--store /tmp/mesabench-1000]
+For each size, each in a fresh process (wall time and peak memory of the whole process):
+
+- ours: ``python -m benchmarks leaderboard --benchmark sinusoid-5shot --format csv``;
+- peer: ``mlflow.search_runs([experiment])`` on the same store (what a user would call);
+- the same two through a local tracking server (``mlflow server``, loopback, one worker)
+  for the sizes in ``--server-sizes``;
+- a sweep's start-up check (``store_state`` of a 20-cell sweep, all FINISHED) in-process.
+
+The leaderboard through the server must print exactly what it prints from the file, and
+(at the smallest size) what the MLflow client path gives. Targets at 100k runs: <= 2 s and
+<= 500 MB on SQLite, <= 5 s through the server.
+
+    python bench/leaderboard_speed.py [--sizes 1000,10000,100000] [--server-sizes 1000,10000]
 """
 
 from __future__ import annotations
@@ -13,83 +27,203 @@ from __future__ import annotations
 import argparse
 import os
 import random
+import shutil
+import socket
+import sqlite3
+import subprocess
+import sys
 import time
+import urllib.request
+import uuid
 from pathlib import Path
 
-os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
-
-import mlflow  # noqa: E402
-from mlflow.entities import Metric, Param, RunTag  # noqa: E402
-
-from benchmarks.leaderboards import leaderboard_from_store  # noqa: E402
-from benchmarks.runner import plan_run  # noqa: E402
-from benchmarks.tracking import MlflowTracker  # noqa: E402
-
+ROOT = Path(__file__).resolve().parents[1]
 BENCHMARK = "sinusoid-5shot"
+ENV = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true", "PYTHONPATH": str(ROOT),
+       "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}  # fmt: skip
 
 
-def fill(tracker: MlflowTracker, runs: int) -> None:
-    plan = plan_run("maml", BENCHMARK, 0, device="cpu")
-    base_params = plan.flat_params()
-    experiment = tracker.experiment_id(BENCHMARK)
+def measured(command: list[str]) -> tuple[float, float, str]:
+    """Wall seconds and peak resident MB of ``command``, and its output."""
+    began = time.perf_counter()
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=ENV)
+    output = process.stdout.read().decode()
+    _, status, usage = os.wait4(process.pid, 0)
+    wall = time.perf_counter() - began
+    if status != 0:
+        raise RuntimeError(f"{' '.join(command[:6])} failed:\n{output[-2000:]}")
+    return wall, usage.ru_maxrss / 1024, output
+
+
+def template(work: Path) -> Path:
+    db = work / "template" / "mlflow.db"
+    if not db.exists():
+        subprocess.run(
+            [sys.executable, "-m", "benchmarks", "run", "--method", "sparse_maml", "--set",
+             "iterations=20", "--tracking-uri", f"sqlite:///{db}"],
+            check=True, env=ENV, capture_output=True,
+        )  # fmt: skip
+    return db
+
+
+def fill(template_db: Path, db: Path, runs: int, benchmarks: int) -> None:
+    """``runs`` copies of the template's run, half in BENCHMARK's experiment."""
+    db.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy(template_db, db)
+    connection = sqlite3.connect(db)
+    (run_id, experiment, artifact_root), = connection.execute(
+        "SELECT run_uuid, experiment_id, artifact_uri FROM runs"
+    ).fetchall()  # fmt: skip
+    row = connection.execute("SELECT * FROM runs WHERE run_uuid = ?", (run_id,)).fetchone()
+    tags = connection.execute(
+        "SELECT key, value FROM tags WHERE run_uuid = ?", (run_id,)
+    ).fetchall()
+    params = connection.execute(
+        "SELECT key, value FROM params WHERE run_uuid = ?", (run_id,)
+    ).fetchall()
+    metrics = connection.execute(
+        "SELECT key, value FROM latest_metrics WHERE run_uuid = ? AND key LIKE 'final/%'",
+        (run_id,),
+    ).fetchall()
+    experiments = [experiment]
+    for b in range(1, benchmarks):
+        cursor = connection.execute(
+            "INSERT INTO experiments (name, artifact_location, lifecycle_stage, creation_time, "
+            "last_update_time, workspace) SELECT ?, artifact_location, lifecycle_stage, "
+            "creation_time, last_update_time, workspace FROM experiments WHERE experiment_id = ?",
+            (f"other-benchmark-{b:02d}", experiment),
+        )
+        experiments.append(cursor.lastrowid)
     rng = random.Random(0)
     now = int(time.time() * 1000)
+    run_rows, tag_rows, param_rows, metric_rows = [], [], [], []
     for i in range(runs):
+        new = uuid.uuid4().hex
+        target = experiment if i % 2 == 0 else experiments[1 + (i // 2) % (benchmarks - 1)]
         method, config, seed = f"method{i % 10}", (i // 10) % 10, i // 100
-        run = tracker.client.create_run(
-            experiment,
-            tags={
-                "mesabench.method": method,
-                "mesabench.config_hash": f"cfg{config}",
-                "mesabench.seed": str(seed),
-                "mesabench.benchmark": BENCHMARK,
-                "mesabench.version": "0.1.0",
-            },
+        run_rows.append((new, f"{method}-s{seed}-{config:06d}", *row[2:11],
+                         f"{artifact_root[: -len(run_id)]}{new}", target, row[13]))  # fmt: skip
+        changed = {"mesabench.method": method, "mesabench.config_hash": f"cfg{method}{config}",
+                   "mesabench.seed": str(seed), "mlflow.runName": f"{method}-s{seed}"}  # fmt: skip
+        tag_rows += [(k, changed.get(k, v), new) for k, v in tags]
+        changed = {"method_name": method, "seed": str(seed), "method.inner_lr": str(config)}
+        param_rows += [(k, changed.get(k, v), new) for k, v in params]
+        for key, value in metrics:
+            noisy = value * (1 + 0.1 * rng.random()) if "loss" in key else value
+            metric_rows.append((key, noisy, now, 0, 0, new))
+    with connection:
+        connection.executemany(f"INSERT INTO runs VALUES ({','.join('?' * 14)})", run_rows)
+        connection.executemany("INSERT INTO tags (key, value, run_uuid) VALUES (?,?,?)", tag_rows)
+        connection.executemany(
+            "INSERT INTO params (key, value, run_uuid) VALUES (?,?,?)", param_rows
         )
-        params = {**base_params, "method_name": method, "method.inner_lr": str(config)}
-        metrics = {
-            "final/test_loss": rng.random(),
-            "final/test_loss_ci95": 0.01,
-            "final/test_loss_steps1": rng.random(),
-            "final/train_time_s": 30.0,
-            "final/num_params": 1761.0,
-        }
-        tracker.client.log_batch(
-            run.info.run_id,
-            metrics=[Metric(k, v, now, 0) for k, v in metrics.items()],
-            params=[Param(k, v) for k, v in params.items()],
-            tags=[RunTag("mlflow.runName", f"{method}-s{seed}")],
-        )
-        tracker.client.set_terminated(run.info.run_id, "FINISHED")
+        for table in ("latest_metrics", "metrics"):
+            connection.executemany(
+                f"INSERT INTO {table} (key, value, timestamp, step, is_nan, run_uuid) "
+                "VALUES (?,?,?,?,?,?)",
+                metric_rows,
+            )
+    connection.close()
+
+
+def ours(uri: str) -> tuple[float, float, str]:
+    return measured([sys.executable, "-m", "benchmarks", "leaderboard", "--benchmark",
+                     BENCHMARK, "--tracking-uri", uri, "--format", "csv"])  # fmt: skip
+
+
+def peer(uri: str) -> tuple[float, float, str]:
+    code = (
+        "import sys, mlflow; mlflow.set_tracking_uri(sys.argv[1]); "
+        f"e = mlflow.get_experiment_by_name({BENCHMARK!r}).experiment_id; "
+        "print(len(mlflow.search_runs([e], max_results=200000)))"
+    )
+    return measured([sys.executable, "-c", code, uri])
+
+
+def client_path(uri: str) -> str:
+    """The leaderboard through the MLflow client (the slow path), for the equality check."""
+    code = (
+        "import sys; from mlflow.tracking import MlflowClient; "
+        "from benchmarks.store_reader import ClientReader; "
+        "from benchmarks.leaderboards import leaderboard_from_store; "
+        "from benchmarks.leaderboard_formats import render; "
+        "r = ClientReader(MlflowClient(sys.argv[1])); "
+        f"sys.stdout.write(render([leaderboard_from_store(r, {BENCHMARK!r})], 'csv'))"
+    )
+    return measured([sys.executable, "-c", code, uri])[2]
+
+
+def sweep_check(uri: str) -> float:
+    """Seconds a 20-cell sweep's start-up check takes (in its own process, so that this
+    one stays small: a child's peak memory counts its parent's at the fork)."""
+    code = (
+        "import sys, time; from benchmarks.sweep import store_state; "
+        "from benchmarks.tracking import MlflowTracker; t = MlflowTracker(sys.argv[1]); "
+        "keys = {(f'method{m}', f'cfgmethod{m}{c}', s) for m in (0, 2) for c in range(2) "
+        "for s in range(5)}; b = time.perf_counter(); "
+        f"done, _ = store_state(t, {BENCHMARK!r}, keys); e = time.perf_counter() - b; "
+        "assert done >= keys, 'the sweep check missed finished cells'; print(e)"
+    )
+    return float(measured([sys.executable, "-c", code, uri])[2].split()[-1])
+
+
+def serve(uri: str) -> tuple[subprocess.Popen, str]:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", uri, "--host",
+         "127.0.0.1", "--port", str(port), "--workers", "1"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=ENV,
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    for _ in range(180):
+        try:
+            with urllib.request.urlopen(url + "/health", timeout=2):
+                return process, url
+        except OSError:
+            time.sleep(0.5)
+    process.kill()
+    raise RuntimeError("the tracking server did not start")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=1000)
-    parser.add_argument("--store", default="/tmp/mesabench-leaderboard-bench")
+    parser.add_argument("--sizes", default="1000,10000,100000")
+    parser.add_argument("--server-sizes", default="1000,10000")
+    parser.add_argument("--benchmarks", type=int, default=20)
+    parser.add_argument("--work", default="/tmp/mesabench-leaderboard-bench")
     args = parser.parse_args()
-    db = Path(args.store) / "mlflow.db"
-    uri = f"sqlite:///{db.resolve()}"
-    tracker = MlflowTracker(uri)
-    existing = tracker.experiment_id(BENCHMARK, create=False)
-    have = 0 if existing is None else len(tracker.client.search_runs([existing], max_results=5000))
-    if have < args.runs:
-        start = time.perf_counter()
-        fill(tracker, args.runs - have)
-        print(f"filled {args.runs - have} runs in {time.perf_counter() - start:.1f} s")
-    experiment = tracker.experiment_id(BENCHMARK, create=False)
-
-    start = time.perf_counter()
-    board = leaderboard_from_store(tracker, BENCHMARK)
-    ours = time.perf_counter() - start
-    start = time.perf_counter()
-    mlflow.set_tracking_uri(uri)
-    frame = mlflow.search_runs([experiment], max_results=50_000)
-    peer = time.perf_counter() - start
-    runs = sum(len(r.runs) for r in board.ours)
-    print(f"runs in the store: {len(frame)}; ranked: {runs} in {len(board.ours)} rows")
-    print(f"leaderboard (ours):           {ours:6.2f} s  (target < 2 s)")
-    print(f"mlflow.search_runs (peer):    {peer:6.2f} s  ratio peer/ours {peer / ours:.2f}x")
+    work = Path(args.work)
+    template_db = template(work)
+    server_sizes = {int(s) for s in args.server_sizes.split(",") if s}
+    print(f"{'runs':>7} | {'where':6} | {'ours (s)':>8} | {'ours MB':>7} | {'search_runs (s)':>15} "
+          f"| {'peer MB':>7} | ratio | sweep check (s)")  # fmt: skip
+    for size in (int(s) for s in args.sizes.split(",")):
+        db = work / f"store-{size}" / "mlflow.db"
+        if not db.exists():
+            began = time.perf_counter()
+            fill(template_db, db, size, args.benchmarks)
+            print(f"(filled {size} runs in {time.perf_counter() - began:.0f} s)")
+        uri = f"sqlite:///{db}"
+        wall, mb, board = ours(uri)
+        peer_wall, peer_mb, _ = peer(uri)
+        check = sweep_check(uri)
+        print(f"{size:>7} | sqlite | {wall:8.2f} | {mb:7.0f} | {peer_wall:15.2f} | {peer_mb:7.0f} "
+              f"| {peer_wall / wall:4.1f}x | {check:.3f}")  # fmt: skip
+        if size == min(int(s) for s in args.sizes.split(",")):
+            assert client_path(uri) == board, "the direct leaderboard differs from MLflow's"
+        if size in server_sizes:
+            process, url = serve(uri)
+            try:
+                wall, mb, through = ours(url)
+                peer_wall, peer_mb, _ = peer(url)
+            finally:
+                process.terminate()
+                process.wait()
+            assert through == board, "the leaderboard through the server differs"
+            print(f"{size:>7} | server | {wall:8.2f} | {mb:7.0f} | {peer_wall:15.2f} | "
+                  f"{peer_mb:7.0f} | {peer_wall / wall:4.1f}x |")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -21,7 +21,6 @@ from rich.table import Table
 
 from benchmarks.cli_results import ResultsUsageError
 from benchmarks.config import ConfigError, parse_pairs
-from methods.registry import RegistryError
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_ELSEWHERE, EXIT_KILLED = 0, 1, 2, 3, 130
 
@@ -502,6 +501,14 @@ def _raise_keyboard_interrupt(signum, frame):
     raise KeyboardInterrupt
 
 
+def _is_registry_error(err: BaseException) -> bool:
+    """An unknown name from the method/benchmark registry. Checked without importing it:
+    the results commands never load the registry (nor torch), so their errors cannot be
+    registry errors."""
+    registry = sys.modules.get("methods.registry")
+    return registry is not None and isinstance(err, registry.RegistryError)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     from benchmarks.progress import WatchedOutput
 
@@ -523,9 +530,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
         return COMMANDS[args.command](args, console)
     # ConfigError covers bad settings, an unreachable store and an impossible leaderboard.
-    except (UsageError, ConfigError, RegistryError, ResultsUsageError) as err:
-        message = err.args[0] if isinstance(err, RegistryError) and err.args else str(err)
-        sys.stderr.write(f"error: {message}\n")
+    except (UsageError, ConfigError, ResultsUsageError) as err:
+        sys.stderr.write(f"error: {err}\n")
+        return EXIT_USAGE
+    except LookupError as err:
+        if not _is_registry_error(err):
+            raise
+        sys.stderr.write(f"error: {err.args[0] if err.args else err}\n")
         return EXIT_USAGE
     except KeyboardInterrupt:
         # Before any run was started (waiting for a claim, opening the store): nothing to

@@ -107,30 +107,31 @@ def _filter(args) -> RunFilter:
     )
 
 
-def _boards(args, tracker, **options):
+def _boards(args, reader, **options):
     from benchmarks.leaderboards import benchmarks_in_store, leaderboard_from_store
-    from benchmarks.runner import benchmark_spec
 
     if args.all:
-        names = benchmarks_in_store(tracker.client)
+        names = benchmarks_in_store(reader)
     else:
         names = [args.benchmark or "sinusoid-5shot"]
-        benchmark_spec(names[0])  # an unknown name is a usage error with suggestions
+        if reader.experiment_id(names[0]) is None:  # no runs: is it a benchmark at all?
+            from benchmarks.runner import benchmark_spec
+
+            benchmark_spec(names[0])  # an unknown name is a usage error with suggestions
     run_filter = _filter(args)
-    return [leaderboard_from_store(tracker, n, run_filter=run_filter, **options) for n in names]
+    return [leaderboard_from_store(reader, n, run_filter=run_filter, **options) for n in names]
 
 
 def cmd_leaderboard(args, console: Console) -> int:
     from benchmarks.leaderboard_formats import as_rich, render
-    from benchmarks.tracking import MlflowTracker
+    from benchmarks.store_reader import open_reader
 
     group_by = tuple(k.strip() for k in args.group_by.split(",") if k.strip())
     if not group_by:
         raise ResultsUsageError("--group-by needs at least one key")
-    tracker = MlflowTracker(args.tracking_uri)
     boards = _boards(
         args,
-        tracker,
+        open_reader(args.tracking_uri),
         metric=args.metric,
         group_by=group_by,
         extra_prefixes=tuple(args.columns),
@@ -161,10 +162,11 @@ def _plain(table: Table) -> str:
 
 def cmd_report(args, console: Console) -> int:
     from benchmarks.report import write_report
+    from benchmarks.store_reader import open_reader
     from benchmarks.tracking import MlflowTracker
 
     tracker = MlflowTracker(args.tracking_uri)
-    boards = _boards(args, tracker)
+    boards = _boards(args, open_reader(tracker.uri, tracker.client))
     path = write_report(tracker.client, boards, Path(args.output))
     console.print(f"report: {path.resolve()} ({len(boards)} benchmark(s))")
     return 0
@@ -201,30 +203,28 @@ def cmd_ui(args, console: Console) -> int:
 
 
 def cmd_compare(args, console: Console) -> int:
-    from benchmarks.tracking import MlflowTracker
+    from benchmarks.store_reader import open_reader
 
-    tracker = MlflowTracker(args.tracking_uri)
+    reader = open_reader(args.tracking_uri)
     runs = []
     for run_id in (args.run_a, args.run_b):
-        try:
-            runs.append(tracker.client.get_run(run_id))
-        except Exception:
-            raise ResultsUsageError(f"no run {run_id!r} in {tracker.uri}") from None
+        run = reader.run(run_id)
+        if run is None:
+            raise ResultsUsageError(f"no run {run_id!r} in {reader.uri}")
+        runs.append(run)
     a, b = runs
     for run in runs:
-        console.print(f"{run.info.run_id}: {_status_text(run)}")
-    console.print(_difference_table("settings", a.data.params, b.data.params, args.all, a, b))
-    metrics_a = {k: v for k, v in a.data.metrics.items() if k.startswith("final/")}
-    metrics_b = {k: v for k, v in b.data.metrics.items() if k.startswith("final/")}
-    console.print(_difference_table("final metrics", metrics_a, metrics_b, True, a, b))
+        console.print(f"{run.run_id}: {_status_text(run)}")
+    console.print(_difference_table("settings", a.params, b.params, args.all, a, b))
+    console.print(_difference_table("final metrics", a.metrics, b.metrics, True, a, b))
     return 0
 
 
 def _difference_table(title, left: dict, right: dict, show_equal: bool, a, b) -> Table:
     table = Table(title=title)
     table.add_column("key")
-    table.add_column(f"{a.info.run_name} ({a.info.run_id[:8]})", justify="right")
-    table.add_column(f"{b.info.run_name} ({b.info.run_id[:8]})", justify="right")
+    table.add_column(f"{a.name} ({a.run_id[:8]})", justify="right")
+    table.add_column(f"{b.name} ({b.run_id[:8]})", justify="right")
     table.add_column("difference", justify="right")
     for key in sorted(set(left) | set(right)):
         x, y = left.get(key, "-"), right.get(key, "-")
@@ -241,11 +241,10 @@ def _status_text(run) -> str:
     """A run's status, with ``stale`` for a RUNNING run whose heartbeat stopped."""
     from benchmarks.lifecycle import is_stale, lost_reason
 
-    tags = dict(run.data.tags)
-    if is_stale(run.info.status, tags, run.info.start_time):
-        return f"RUNNING, stale ({lost_reason(tags, run.info.start_time)})"
-    error = tags.get("error")
-    return run.info.status + (f" ({error.splitlines()[0][:120]})" if error else "")
+    if is_stale(run.status, run.tags, run.start_ms):
+        return f"RUNNING, stale ({lost_reason(run.tags, run.start_ms)})"
+    error = run.tags.get("error")
+    return run.status + (f" ({error.splitlines()[0][:120]})" if error else "")
 
 
 def cmd_runs(args, console: Console) -> int:
@@ -253,12 +252,14 @@ def cmd_runs(args, console: Console) -> int:
 
     from benchmarks.leaderboards import benchmarks_in_store
     from benchmarks.lifecycle import is_stale, last_heartbeat, lost_reason, mark_lost
+    from benchmarks.store_reader import open_reader
     from benchmarks.tracking import MlflowTracker
 
     if args.mark_failed and not args.stale:
         raise ResultsUsageError("--mark-failed needs --stale (it closes only lost runs)")
     tracker = MlflowTracker(args.tracking_uri)
-    names = [args.benchmark] if args.benchmark else benchmarks_in_store(tracker.client)
+    reader = open_reader(tracker.uri, tracker.client)
+    names = [args.benchmark] if args.benchmark else benchmarks_in_store(reader)
     table = Table(title="stale runs" if args.stale else "unfinished runs")
     for column in ("benchmark", "run", "name", "status", "last heartbeat"):
         # Run ids are copied into other commands: never wrapped.

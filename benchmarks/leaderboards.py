@@ -14,12 +14,11 @@ The tracker is the only writer of results; this module only reads them.
 from __future__ import annotations
 
 import functools
+import json
 import logging
-import sqlite3
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from pathlib import Path
 
 import benchmarks
 from benchmarks import metric_catalog
@@ -27,6 +26,7 @@ from benchmarks.config import ConfigError
 from benchmarks.lifecycle import is_stale
 from benchmarks.references import ReferenceRow, references_for
 from benchmarks.statistics import PairedTest, SeedStats, paired_t_test, seed_stats
+from benchmarks.store_reader import StoredRun, StoreReader, TagFilter
 
 log = logging.getLogger("mesabench")
 
@@ -216,100 +216,37 @@ def _is_setting(key: str) -> bool:
 
 
 # -- reading ------------------------------------------------------------------------------
-def _record(
-    run_id: str,
-    status: str,
-    start_ms: int | None,
-    tags: dict[str, str],
-    params: dict[str, str],
-    metrics: dict[str, float],
-) -> RunRecord:
+def _record(run: StoredRun) -> RunRecord:
+    tags = run.tags
     return RunRecord(
-        run_id=run_id,
+        run_id=run.run_id,
         benchmark=tags.get("mesabench.benchmark", "?"),
         method=tags.get("mesabench.method", "?"),
         config_hash=tags.get("mesabench.config_hash", "?"),
         seed=int(tags.get("mesabench.seed", -1)),
-        status=status,
+        status=run.status,
         version=tags.get("mesabench.version", "?"),
-        start_time=datetime.fromtimestamp((start_ms or 0) / 1000, tz=timezone.utc),
-        params=params,
+        start_time=datetime.fromtimestamp((run.start_ms or 0) / 1000, tz=timezone.utc),
+        params=run.params,
         tags=tags,
-        metrics={k: float(v) for k, v in metrics.items() if k.startswith("final/")},
-        stale=is_stale(status, tags, start_ms),
+        metrics=run.metrics,
+        stale=is_stale(run.status, tags, run.start_ms),
     )
 
 
-def read_runs(client, experiment_id: str, sqlite_db: Path | None = None) -> list[RunRecord]:
-    """Every run of one experiment (benchmark).
-
-    From a SQLite store the rows are read directly (read-only, three queries): MLflow's
-    ``search_runs`` loads every run object and takes about 2 s per 1000 runs. Any other
-    store, or a schema this reader does not know, goes through the MLflow client.
-    """
-    if sqlite_db is not None:
-        try:
-            return _read_sqlite(sqlite_db, experiment_id)
-        except sqlite3.Error as err:
-            log.info("reading %s through MLflow (%s)", sqlite_db, err)
-    records, token = [], None
-    while True:
-        page = client.search_runs([experiment_id], max_results=1000, page_token=token)
-        records.extend(
-            _record(
-                run.info.run_id,
-                run.info.status,
-                run.info.start_time,
-                dict(run.data.tags),
-                dict(run.data.params),
-                run.data.metrics,
-            )
-            for run in page
-        )
-        token = page.token
-        if not token:
-            return records
+def read_runs(
+    reader: StoreReader, experiment_id: str, where: TagFilter | None = None
+) -> list[RunRecord]:
+    """Every active run of one experiment (benchmark), or those passing ``where``."""
+    return [_record(run) for run in reader.runs(experiment_id, where)]
 
 
-def _read_sqlite(db: Path, experiment_id: str) -> list[RunRecord]:
-    connection = sqlite3.connect(f"{db.as_uri()}?mode=ro", uri=True)
-    try:
-        runs = connection.execute(
-            "SELECT run_uuid, status, start_time FROM runs "
-            "WHERE experiment_id = ? AND lifecycle_stage = 'active'",
-            (int(experiment_id),),
-        ).fetchall()
-        selected = "SELECT run_uuid FROM runs WHERE experiment_id = ?"
-        by_run: dict[str, dict[str, dict]] = {
-            r[0]: {"tags": {}, "params": {}, "metrics": {}} for r in runs
-        }
-        queries = {
-            "tags": f"SELECT run_uuid, key, value FROM tags WHERE run_uuid IN ({selected})",
-            "params": f"SELECT run_uuid, key, value FROM params WHERE run_uuid IN ({selected})",
-            # MLflow stores NaN as value 0 with is_nan set.
-            "metrics": "SELECT run_uuid, key, CASE WHEN is_nan THEN 'nan' ELSE value END "
-            f"FROM latest_metrics WHERE key LIKE 'final/%' AND run_uuid IN ({selected})",
-        }
-        for kind, query in queries.items():
-            for run_id, key, value in connection.execute(query, (int(experiment_id),)):
-                if run_id in by_run:
-                    by_run[run_id][kind][key] = value
-    finally:
-        connection.close()
-    return [
-        _record(run_id, status, start_time, **by_run[run_id]) for run_id, status, start_time in runs
-    ]
-
-
-def benchmarks_in_store(client) -> list[str]:
+def benchmarks_in_store(reader: StoreReader) -> list[str]:
     """Names of the experiments that hold runs of this suite, sorted."""
     from benchmarks.claims import is_claim_experiment
 
-    names = []
-    for experiment in client.search_experiments():
-        if experiment.name != "Default" and not is_claim_experiment(experiment.name):
-            names.append(experiment.name)
-    return sorted(names)
+    names = reader.experiment_names()
+    return sorted(n for n in names if n != "Default" and not is_claim_experiment(n))
 
 
 # -- building -----------------------------------------------------------------------------
@@ -440,11 +377,15 @@ def build_leaderboard(
     extra_prefixes: Sequence[str] = (),
     references: bool = True,
     baseline: str | None = None,
+    headline: Sequence[str] | None = None,
+    spec_references: bool = True,
 ) -> Leaderboard:
     """Rank the FINISHED runs in ``records`` that pass ``run_filter``.
 
     ``baseline`` names a method: every other row gets its paired difference to that
-    method's best row over the seeds both have.
+    method's best row over the seeds both have. ``headline`` gives the default columns
+    (else the benchmark's spec is consulted); ``spec_references=False`` shows only the
+    built-in published rows (no spec lookup: a built-in benchmark declares none of its own).
     """
     run_filter = run_filter or RunFilter()
     excluded = {"FAILED": 0, "KILLED": 0, "RUNNING": 0, "STALE": 0}
@@ -466,10 +407,10 @@ def build_leaderboard(
     if "config_hash" not in group_by:
         for row in ours:
             row.pooled = _pooled(row)
-    published = references_for(benchmark) if references else []
+    published = references_for(benchmark, spec_references) if references else []
     names = {m for row in ours for r in row.runs for m in r.metrics}
     names |= {m for ref in published for m in ref.metrics}
-    columns = default_columns(names, headline_of(benchmark))
+    columns = default_columns(names, headline if headline is not None else headline_of(benchmark))
     if metric is not None:
         columns = [metric, *[c for c in columns if c != metric]]
     for name in sorted(names):
@@ -527,11 +468,27 @@ def compare_to_baseline(board: Leaderboard, method: str) -> None:
         )
 
 
-def leaderboard_from_store(tracker, benchmark: str, **options) -> Leaderboard:
-    from benchmarks.tracking import sqlite_path
+def recorded_headline(records: Sequence[RunRecord]) -> tuple[str, ...] | None:
+    """The default columns the newest run recorded (``mesabench.headline``), if any."""
+    for run in sorted(records, key=lambda r: r.start_time, reverse=True):
+        recorded = run.tags.get("mesabench.headline")
+        if recorded:
+            try:
+                return tuple(json.loads(recorded))
+            except ValueError:
+                continue
+    return None
 
-    experiment_id = tracker.experiment_id(benchmark, create=False)
-    if experiment_id is None:
-        return build_leaderboard([], benchmark, **options)
-    records = read_runs(tracker.client, experiment_id, sqlite_path(tracker.uri))
-    return build_leaderboard(records, benchmark, **options)
+
+def leaderboard_from_store(reader: StoreReader, benchmark: str, **options) -> Leaderboard:
+    """The leaderboard of ``benchmark`` from the store ``reader`` reads. Runs that recorded
+    their headline and come from a built-in benchmark need no spec lookup (no torch)."""
+    experiment_id = reader.experiment_id(benchmark)
+    records = [] if experiment_id is None else read_runs(reader, experiment_id)
+    builtin = bool(records) and all(
+        r.tags.get("mesabench.benchmark_source") == "built-in" for r in records
+    )
+    headline = recorded_headline(records) if builtin else None
+    return build_leaderboard(
+        records, benchmark, headline=headline, spec_references=not builtin, **options
+    )

@@ -110,11 +110,11 @@ def leaderboard(
     from benchmarks.leaderboard_formats import as_csv, caption
     from benchmarks.leaderboards import RunFilter, leaderboard_from_store
     from benchmarks.runner import benchmark_spec
-    from benchmarks.tracking import MlflowTracker
+    from benchmarks.store_reader import open_reader
 
     benchmark_spec(benchmark)  # an unknown name raises with suggestions
     board = leaderboard_from_store(
-        MlflowTracker(tracking_uri),
+        open_reader(tracking_uri),
         benchmark,
         metric=metric,
         group_by=tuple(group_by),

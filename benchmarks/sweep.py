@@ -230,18 +230,21 @@ def _layer_of(spec: SweepSpec, message: str) -> str:
 
 
 def store_state(tracker, benchmark: str, keys: set[tuple[str, str, int]]) -> tuple[set, int]:
-    """One read of ``benchmark``'s runs at a sweep's start: closes as FAILED ("lost: no
-    heartbeat since T") the stale RUNNING runs of the cells in ``keys``, and returns the
+    """One read of the sweep's own cells at its start (the runs whose config hash is one of
+    ``keys``'; its cost does not grow with the rest of the store): closes as FAILED ("lost:
+    no heartbeat since T") the stale RUNNING runs of the cells in ``keys``, and returns the
     (method, config hash, seed) of every FINISHED run with the number of runs closed."""
     from benchmarks.leaderboards import read_runs
     from benchmarks.lifecycle import lost_reason, mark_lost
-    from benchmarks.tracking import sqlite_path
+    from benchmarks.store_reader import open_reader
 
     experiment = tracker.experiment_id(benchmark, create=False)
     if experiment is None:
         return set(), 0
     finished, closed = set(), 0
-    for run in read_runs(tracker.client, experiment, sqlite_path(tracker.uri)):
+    hashes = ("mesabench.config_hash", {config_hash for _, config_hash, _ in keys})
+    reader = open_reader(tracker.uri, tracker.client)
+    for run in read_runs(reader, experiment, hashes):
         key = (run.method, run.config_hash, run.seed)
         if run.status == "FINISHED":
             finished.add(key)
@@ -591,9 +594,11 @@ def best_per_method(tracker, benchmark: str, parent: str, grid_keys=()) -> list[
     the benchmark's ranked metric (mean over seeds, n, Student-t 95% CI), with its values
     of the grid's keys."""
     from benchmarks.leaderboards import RunFilter, leaderboard_from_store
+    from benchmarks.store_reader import open_reader
 
     board = leaderboard_from_store(
-        tracker, benchmark, run_filter=RunFilter(tags={"mlflow.parentRunId": parent}),
+        open_reader(tracker.uri, tracker.client), benchmark,
+        run_filter=RunFilter(tags={"mlflow.parentRunId": parent}),
         references=False,
     )  # fmt: skip
     lines, seen = [f"best per method by {board.metric} (rows ranked best first):"], set()

@@ -31,8 +31,13 @@ from mlflow.entities import Metric, Param, RunTag  # noqa: E402
 from mlflow.tracking import MlflowClient  # noqa: E402
 
 import benchmarks  # noqa: E402
-from benchmarks.config import ConfigError  # noqa: E402
 from benchmarks.lifecycle import Heartbeat, heartbeat_tags  # noqa: E402
+from benchmarks.store_reader import (  # noqa: E402, F401  (re-exported: the store's URI rules)
+    StoreUnreachable,
+    default_tracking_uri,
+    normalise_uri,
+    sqlite_path,
+)
 
 #: How long a write waits out other writers holding the SQLite lock (parallel sweeps).
 LOCK_RETRY_SECONDS = 60.0
@@ -42,33 +47,6 @@ CONFIG_PATH = "config.json"
 #: best-on-validation weights, where the protocol validates).
 LEARNER_DIR = "learner"
 _BATCH_LIMIT = 900  # MLflow accepts at most 1000 metrics per log_batch call
-
-
-def default_tracking_uri() -> str:
-    """``MLFLOW_TRACKING_URI`` if set, else SQLite under ``./runs`` (absolute path)."""
-    env = os.environ.get("MLFLOW_TRACKING_URI")
-    if env:
-        return env
-    return f"sqlite:///{(Path.cwd() / 'runs' / 'mlflow.db').resolve()}"
-
-
-def sqlite_path(uri: str) -> Path | None:
-    if not uri.startswith("sqlite:///"):
-        return None
-    return Path(uri[len("sqlite:///") :])
-
-
-class StoreUnreachable(ConfigError):
-    """The tracking store cannot be reached or opened (reported in one line, exit 2)."""
-
-
-def normalise_uri(uri: str) -> str:
-    """A ``sqlite:///relative/path`` made absolute against the working directory (MLflow
-    refuses relative SQLite paths); any other URI unchanged."""
-    db = sqlite_path(uri)
-    if db is None or db.is_absolute():
-        return uri
-    return f"sqlite:///{(Path.cwd() / db).resolve()}"
 
 
 #: How long a tracking server may take to answer its health check before we give up.
@@ -231,6 +209,7 @@ class MlflowTracker:
         """Create the run for ``plan`` and record its params, tags (``extra_tags`` among them,
         from the run's first moment) and resolved config (as a child of ``parent_run_id``
         when a sweep runs it)."""
+        from benchmarks.leaderboards import headline_of
         from benchmarks.specs import BENCHMARKS
 
         tags = {
@@ -241,6 +220,9 @@ class MlflowTracker:
             "mesabench.benchmark_source": BENCHMARKS.get(plan.benchmark).source,
             "mesabench.seed": str(plan.seed),
             "mesabench.config_hash": plan.config_hash(),
+            # The leaderboard's default columns, kept with the run so that reading a board
+            # needs no benchmark spec (and no torch).
+            "mesabench.headline": json.dumps(list(headline_of(plan.benchmark))),
             **heartbeat_tags(),
         }
         tags.update(source_tags())

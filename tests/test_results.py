@@ -347,21 +347,67 @@ def test_ui_serves_the_store_on_localhost(populated):
     assert f"http://127.0.0.1:{port}/#/experiments?workflowType=machine_learning" in output
 
 
-def test_the_direct_sqlite_reader_equals_the_mlflow_client(store):
+def _serve(store: str, port: int) -> subprocess.Popen:
+    """A real MLflow tracking server on loopback over ``store``; returns once it answers."""
+    env = {**python_env(), "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", store,
+         "--host", "127.0.0.1", "--port", str(port), "--workers", "1"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
+    )  # fmt: skip
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2):
+                return process
+        except OSError:
+            time.sleep(0.5)
+    process.kill()
+    raise AssertionError("the tracking server did not start")
+
+
+def test_the_three_store_readers_read_the_same_runs(store, capsys):
+    """SQLite read directly, a real tracking server through REST, and the MLflow client:
+    the same runs, tags, params and final metrics (NaN kept as NaN), the same sweep-cell
+    filter, and the same leaderboard printed through the server as from the file."""
     from benchmarks.leaderboards import read_runs
-    from benchmarks.tracking import sqlite_path
+    from benchmarks.store_reader import ClientReader, RestReader, open_reader
 
     fake_run(store, "maml", 0, {"final/test_loss": 0.5, "final/train_time_s": 3.0})
     fake_run(store, "fomaml", 1, {"final/test_loss": 0.25}, status="KILLED")
     fake_run(store, "metasgd", 0, {"final/test_loss": math.nan})  # a diverged run
     tracker = MlflowTracker(store)
     experiment = tracker.experiment_id("sinusoid-5shot", create=False)
-    direct = sorted(
-        read_runs(tracker.client, experiment, sqlite_path(store)), key=lambda r: r.run_id
-    )
-    client = sorted(read_runs(tracker.client, experiment), key=lambda r: r.run_id)
-    assert len(direct) == 3
-    nan_free = [r for r in direct if r.method != "metasgd"]
-    assert nan_free == [r for r in client if r.method != "metasgd"]
-    (diverged,) = [r for r in direct if r.method == "metasgd"]
-    assert math.isnan(diverged.metrics["final/test_loss"])  # not MLflow's stored 0
+    port = free_port()
+    server = _serve(store, port)
+    try:
+        rest = RestReader(f"http://127.0.0.1:{port}")
+        readers = {"sqlite": open_reader(store), "rest": rest,
+                   "client": ClientReader(tracker.client)}  # fmt: skip
+        assert {n: r.experiment_id("sinusoid-5shot") for n, r in readers.items()} == dict.fromkeys(
+            readers, experiment
+        )
+        assert all(r.experiment_id("nope") is None for r in readers.values())
+        read = {n: sorted(read_runs(r, experiment), key=lambda x: x.run_id)
+                for n, r in readers.items()}  # fmt: skip
+        hashes = {read["sqlite"][0].config_hash}
+        some = {n: read_runs(r, experiment, ("mesabench.config_hash", hashes))
+                for n, r in readers.items()}  # fmt: skip
+        assert main(["leaderboard", "--tracking-uri", store, "--format", "csv"]) == 0
+        from_file = capsys.readouterr().out
+        assert main(["leaderboard", "--tracking-uri", f"http://127.0.0.1:{port}",
+                     "--format", "csv"]) == 0  # fmt: skip
+        through_server = capsys.readouterr().out
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    assert len(read["sqlite"]) == 3
+    for name in ("rest", "client"):
+        nan_free = [r for r in read["sqlite"] if r.method != "metasgd"]
+        assert nan_free == [r for r in read[name] if r.method != "metasgd"], name
+        assert [r.run_id for r in some[name]] == [r.run_id for r in some["sqlite"]], name
+    assert len(some["sqlite"]) == 1 < len(read["sqlite"])
+    for name, runs in read.items():
+        (diverged,) = [r for r in runs if r.method == "metasgd"]
+        assert math.isnan(diverged.metrics["final/test_loss"]), name  # not MLflow's stored 0
+    assert through_server == from_file and "maml" in from_file

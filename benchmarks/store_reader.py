@@ -1,0 +1,359 @@
+"""Reading runs back from a tracking store for the results commands, cheaply.
+
+Importing this module imports neither MLflow nor torch (together about 2 s and 800 MB), so
+``leaderboard`` and ``compare`` answer in about a second. Three readers, one interface:
+
+- :class:`SqliteReader`: a SQLite store read directly, read-only, a few SQL queries;
+- :class:`RestReader`: an http(s) tracking server through its REST API (JSON over urllib);
+- :class:`ClientReader`: any other store through the MLflow client.
+
+All three return the same :class:`StoredRun` values (tests compare them). Only ``final/``
+metrics are read: the leaderboard and ``compare`` use no others.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import urllib.error
+import urllib.request
+from collections.abc import Collection
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from mesabench_datasets.typed_config import ConfigError
+
+#: Page size for server reads (MLflow's largest allowed for a run search).
+PAGE = 50_000
+
+
+def default_tracking_uri() -> str:
+    """``MLFLOW_TRACKING_URI`` if set, else SQLite under ``./runs`` (absolute path)."""
+    env = os.environ.get("MLFLOW_TRACKING_URI")
+    if env:
+        return env
+    return f"sqlite:///{(Path.cwd() / 'runs' / 'mlflow.db').resolve()}"
+
+
+def sqlite_path(uri: str) -> Path | None:
+    if not uri.startswith("sqlite:///"):
+        return None
+    return Path(uri[len("sqlite:///") :])
+
+
+def normalise_uri(uri: str) -> str:
+    """A ``sqlite:///relative/path`` made absolute against the working directory (MLflow
+    refuses relative SQLite paths); any other URI unchanged."""
+    db = sqlite_path(uri)
+    if db is None or db.is_absolute():
+        return uri
+    return f"sqlite:///{(Path.cwd() / db).resolve()}"
+
+
+class StoreUnreachable(ConfigError):
+    """The tracking store cannot be reached or opened (reported in one line, exit 2)."""
+
+
+@dataclass(frozen=True)
+class StoredRun:
+    """One run as the results commands need it."""
+
+    run_id: str
+    name: str
+    status: str
+    start_ms: int | None
+    tags: dict[str, str]
+    params: dict[str, str]
+    #: The run's ``final/`` metrics (NaN as float NaN).
+    metrics: dict[str, float]
+
+
+#: A filter on one tag: runs whose tag ``key`` has one of ``values``.
+TagFilter = tuple[str, Collection[str]]
+
+
+class StoreReader(Protocol):
+    uri: str
+
+    def experiment_id(self, name: str) -> str | None: ...
+
+    def experiment_names(self) -> list[str]: ...
+
+    def runs(self, experiment_id: str, where: TagFilter | None = None) -> list[StoredRun]:
+        """The experiment's active runs (only those passing ``where``)."""
+        ...
+
+    def run(self, run_id: str) -> StoredRun | None: ...
+
+
+class _Strings:
+    """One copy of each repeated string: 100,000 runs share a few thousand distinct param
+    keys and values, and holding each once keeps a large store's read in memory."""
+
+    def __init__(self):
+        self._seen: dict[str, str] = {}
+
+    def __call__(self, value: str) -> str:
+        return self._seen.setdefault(value, value)
+
+
+class SqliteReader:
+    """A SQLite store read directly (MLflow's schema), read-only; never creates the file."""
+
+    def __init__(self, db: Path):
+        self.db = db
+        self.uri = f"sqlite:///{db}"
+
+    def _connect(self) -> sqlite3.Connection | None:
+        if not self.db.exists():
+            return None
+        return sqlite3.connect(f"{self.db.as_uri()}?mode=ro", uri=True, timeout=30)
+
+    def experiment_id(self, name: str) -> str | None:
+        connection = self._connect()
+        if connection is None:
+            return None
+        with connection:
+            row = connection.execute(
+                "SELECT experiment_id FROM experiments WHERE name = ? AND lifecycle_stage = "
+                "'active'",
+                (name,),
+            ).fetchone()
+        connection.close()
+        return None if row is None else str(row[0])
+
+    def experiment_names(self) -> list[str]:
+        connection = self._connect()
+        if connection is None:
+            return []
+        rows = connection.execute(
+            "SELECT name FROM experiments WHERE lifecycle_stage = 'active'"
+        ).fetchall()
+        connection.close()
+        return [r[0] for r in rows]
+
+    def runs(self, experiment_id: str, where: TagFilter | None = None) -> list[StoredRun]:
+        connection = self._connect()
+        if connection is None:
+            return []
+        try:
+            return self._runs(connection, int(experiment_id), where)
+        finally:
+            connection.close()
+
+    def run(self, run_id: str) -> StoredRun | None:
+        connection = self._connect()
+        if connection is None:
+            return None
+        try:
+            found = self._select(connection, "run_uuid = ?", (run_id,), _Strings())
+            return found[0] if found else None
+        finally:
+            connection.close()
+
+    def _runs(self, connection, experiment: int, where: TagFilter | None) -> list[StoredRun]:
+        condition, args = "experiment_id = ? AND lifecycle_stage = 'active'", [experiment]
+        if where is not None:
+            key, values = where
+            values = list(values)
+            if not values:
+                return []
+            marks = ",".join("?" * len(values))
+            condition += (
+                f" AND run_uuid IN (SELECT run_uuid FROM tags WHERE key = ? AND value IN ({marks}))"
+            )
+            args += [key, *values]
+        return self._select(connection, condition, tuple(args), _Strings())
+
+    @staticmethod
+    def _select(connection, condition: str, args: tuple, text: _Strings) -> list[StoredRun]:
+        rows = connection.execute(
+            f"SELECT run_uuid, name, status, start_time FROM runs WHERE {condition}", args
+        ).fetchall()
+        parts: dict[str, tuple[dict, dict, dict]] = {r[0]: ({}, {}, {}) for r in rows}
+        selected = f"SELECT run_uuid FROM runs WHERE {condition}"
+        queries = (
+            f"SELECT run_uuid, key, value FROM tags WHERE run_uuid IN ({selected})",
+            f"SELECT run_uuid, key, value FROM params WHERE run_uuid IN ({selected})",
+            # MLflow stores NaN as value 0 with is_nan set.
+            "SELECT run_uuid, key, CASE WHEN is_nan THEN 'nan' ELSE value END "
+            f"FROM latest_metrics WHERE key LIKE 'final/%' AND run_uuid IN ({selected})",
+        )
+        for kind, query in enumerate(queries):
+            for run_id, key, value in connection.execute(query, args):
+                if run_id in parts:
+                    value = float(value) if kind == 2 else text(value)
+                    parts[run_id][kind][text(key)] = value
+        return [
+            StoredRun(run_id, name or "", status, start, *parts[run_id])
+            for run_id, name, status, start in rows
+        ]
+
+
+class RestReader:
+    """A tracking server through its REST API: plain JSON, no MLflow import on our side."""
+
+    def __init__(self, uri: str, timeout: float = 60.0):
+        self.uri = uri.rstrip("/")
+        self.timeout = timeout
+
+    def _call(self, path: str, body: dict | None = None) -> dict:
+        url = f"{self.uri}/api/2.0/mlflow/{path}"
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(
+            url, data=data, headers={"Content-Type": "application/json"}
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout) as response:
+                return json.loads(response.read() or b"{}")
+        except urllib.error.HTTPError as err:
+            if err.code == 404:
+                return {}
+            raise StoreUnreachable(
+                f"tracking server {self.uri}: HTTP {err.code} on {path}"
+            ) from None
+        except (OSError, ValueError) as err:
+            problem = getattr(err, "reason", err)
+            raise StoreUnreachable(
+                f"tracking server {self.uri} is not reachable ({problem}); start it or pass "
+                "another --tracking-uri"
+            ) from None
+
+    def experiment_id(self, name: str) -> str | None:
+        from urllib.parse import quote
+
+        found = self._call(f"experiments/get-by-name?experiment_name={quote(name)}")
+        experiment = found.get("experiment")
+        if not experiment or experiment.get("lifecycle_stage") != "active":
+            return None
+        return str(experiment["experiment_id"])
+
+    def experiment_names(self) -> list[str]:
+        names, token = [], None
+        while True:
+            body = {"max_results": 1000, **({"page_token": token} if token else {})}
+            page = self._call("experiments/search", body)
+            names += [e["name"] for e in page.get("experiments", [])]
+            token = page.get("next_page_token")
+            if not token:
+                return names
+
+    def runs(self, experiment_id: str, where: TagFilter | None = None) -> list[StoredRun]:
+        if where is None:
+            return self._search(experiment_id, "")
+        key, values = where
+        # MLflow's filter has no OR: one query per value (a sweep's own cells, a few).
+        return [
+            run
+            for value in sorted(set(values))
+            for run in self._search(experiment_id, f"tags.`{key}` = '{value}'")
+        ]
+
+    def run(self, run_id: str) -> StoredRun | None:
+        found = self._call(f"runs/get?run_id={run_id}")
+        return _from_json(found["run"], _Strings()) if found.get("run") else None
+
+    def _search(self, experiment_id: str, filter_string: str) -> list[StoredRun]:
+        runs, token, text = [], None, _Strings()
+        while True:
+            body = {
+                "experiment_ids": [experiment_id],
+                "filter": filter_string,
+                "max_results": PAGE,
+                "run_view_type": "ACTIVE_ONLY",
+                **({"page_token": token} if token else {}),
+            }
+            page = self._call("runs/search", body)
+            runs += [_from_json(run, text) for run in page.get("runs", [])]
+            token = page.get("next_page_token")
+            if not token:
+                return runs
+
+
+def _from_json(run: dict, text: _Strings) -> StoredRun:
+    info, data = run["info"], run.get("data", {})
+
+    def pairs(kind: str) -> dict[str, str]:
+        return {text(p["key"]): text(p.get("value", "")) for p in data.get(kind, [])}
+
+    metrics = {
+        text(m["key"]): float(m["value"])
+        for m in data.get("metrics", [])
+        if m["key"].startswith("final/")
+    }
+    start = info.get("start_time")
+    return StoredRun(
+        info["run_id"],
+        info.get("run_name", ""),
+        info["status"],
+        int(start) if start is not None else None,
+        pairs("tags"),
+        pairs("params"),
+        metrics,
+    )
+
+
+class ClientReader:
+    """Any other store, through an MLflow client (imported by whoever made it)."""
+
+    def __init__(self, client, uri: str = ""):
+        self.client, self.uri = client, uri
+
+    def experiment_id(self, name: str) -> str | None:
+        experiment = self.client.get_experiment_by_name(name)
+        return None if experiment is None else experiment.experiment_id
+
+    def experiment_names(self) -> list[str]:
+        return [e.name for e in self.client.search_experiments()]
+
+    def runs(self, experiment_id: str, where: TagFilter | None = None) -> list[StoredRun]:
+        filters = [""] if where is None else [f"tags.`{where[0]}` = '{v}'" for v in set(where[1])]
+        found = []
+        for filter_string in filters:
+            token = None
+            while True:
+                page = self.client.search_runs(
+                    [experiment_id], filter_string, max_results=1000, page_token=token
+                )
+                found += [self._stored(run) for run in page]
+                token = page.token
+                if not token:
+                    break
+        return found
+
+    def run(self, run_id: str) -> StoredRun | None:
+        try:
+            return self._stored(self.client.get_run(run_id))
+        except Exception:  # MLflow raises its own exception for an unknown id
+            return None
+
+    @staticmethod
+    def _stored(run) -> StoredRun:
+        metrics = {k: float(v) for k, v in run.data.metrics.items() if k.startswith("final/")}
+        return StoredRun(
+            run.info.run_id,
+            run.info.run_name or "",
+            run.info.status,
+            run.info.start_time,
+            dict(run.data.tags),
+            dict(run.data.params),
+            metrics,
+        )
+
+
+def open_reader(uri: str | None = None, client=None) -> StoreReader:
+    """The cheapest reader for ``uri`` (default: the suite's default store). ``client``, an
+    MLflow client already open on it, serves stores that are neither SQLite nor http(s)."""
+    uri = normalise_uri(uri or default_tracking_uri())
+    db = sqlite_path(uri)
+    if db is not None:
+        return SqliteReader(db)
+    if uri.startswith(("http://", "https://")):
+        return RestReader(uri)
+    if client is None:
+        from mlflow.tracking import MlflowClient
+
+        client = MlflowClient(tracking_uri=uri)
+    return ClientReader(client, uri)
