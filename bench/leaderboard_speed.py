@@ -19,7 +19,11 @@ The leaderboard through the server must print exactly what it prints from the fi
 (at the smallest size) what the MLflow client path gives. Targets at 100k runs: <= 2 s and
 <= 500 MB on SQLite, <= 5 s through the server.
 
+With ``--base COMMIT`` the leaderboard and the sweep check of that commit are timed too, on
+the same stores (before/after).
+
     python bench/leaderboard_speed.py [--sizes 1000,10000,100000] [--server-sizes 1000,10000]
+        [--base COMMIT]
 """
 
 from __future__ import annotations
@@ -43,10 +47,14 @@ ENV = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true", "PYTHONPATH": str(ROOT)
        "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}  # fmt: skip
 
 
-def measured(command: list[str]) -> tuple[float, float, str]:
-    """Wall seconds and peak resident MB of ``command``, and its output."""
+def measured(command: list[str], tree: Path = ROOT) -> tuple[float, float, str]:
+    """Wall seconds and peak resident MB of ``command`` run on ``tree``'s code, and its
+    output."""
+    env = {**ENV, "PYTHONPATH": str(tree)}
     began = time.perf_counter()
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=ENV)
+    process = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, cwd=tree
+    )  # the tree first on sys.path (python -m puts the working directory there)
     output = process.stdout.read().decode()
     _, status, usage = os.wait4(process.pid, 0)
     wall = time.perf_counter() - began
@@ -69,8 +77,9 @@ def template(work: Path) -> Path:
 def fill(template_db: Path, db: Path, runs: int, benchmarks: int) -> None:
     """``runs`` copies of the template's run, half in BENCHMARK's experiment."""
     db.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copy(template_db, db)
-    connection = sqlite3.connect(db)
+    filling = db.with_suffix(".filling")  # renamed when complete: a killed fill leaves none
+    shutil.copy(template_db, filling)
+    connection = sqlite3.connect(filling)
     (run_id, experiment, artifact_root), = connection.execute(
         "SELECT run_uuid, experiment_id, artifact_uri FROM runs"
     ).fetchall()  # fmt: skip
@@ -124,11 +133,12 @@ def fill(template_db: Path, db: Path, runs: int, benchmarks: int) -> None:
                 metric_rows,
             )
     connection.close()
+    filling.rename(db)
 
 
-def ours(uri: str) -> tuple[float, float, str]:
+def ours(uri: str, tree: Path = ROOT) -> tuple[float, float, str]:
     return measured([sys.executable, "-m", "benchmarks", "leaderboard", "--benchmark",
-                     BENCHMARK, "--tracking-uri", uri, "--format", "csv"])  # fmt: skip
+                     BENCHMARK, "--tracking-uri", uri, "--format", "csv"], tree)  # fmt: skip
 
 
 def peer(uri: str) -> tuple[float, float, str]:
@@ -153,7 +163,7 @@ def client_path(uri: str) -> str:
     return measured([sys.executable, "-c", code, uri])[2]
 
 
-def sweep_check(uri: str) -> float:
+def sweep_check(uri: str, tree: Path = ROOT) -> float:
     """Seconds a 20-cell sweep's start-up check takes (in its own process, so that this
     one stays small: a child's peak memory counts its parent's at the fork)."""
     code = (
@@ -164,7 +174,7 @@ def sweep_check(uri: str) -> float:
         f"done, _ = store_state(t, {BENCHMARK!r}, keys); e = time.perf_counter() - b; "
         "assert done >= keys, 'the sweep check missed finished cells'; print(e)"
     )
-    return float(measured([sys.executable, "-c", code, uri])[2].split()[-1])
+    return float(measured([sys.executable, "-c", code, uri], tree)[2].split()[-1])
 
 
 def serve(uri: str) -> tuple[subprocess.Popen, str]:
@@ -193,9 +203,16 @@ def main() -> None:
     parser.add_argument("--server-sizes", default="1000,10000")
     parser.add_argument("--benchmarks", type=int, default=20)
     parser.add_argument("--work", default="/tmp/mesabench-leaderboard-bench")
+    parser.add_argument("--base", help="also time this commit's leaderboard (a git worktree)")
     args = parser.parse_args()
     work = Path(args.work)
     template_db = template(work)
+    base = None
+    if args.base:
+        base = work / f"base-{args.base}"
+        if not base.exists():
+            subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(base),
+                            args.base], check=True, capture_output=True)  # fmt: skip
     server_sizes = {int(s) for s in args.server_sizes.split(",") if s}
     print(f"{'runs':>7} | {'where':6} | {'ours (s)':>8} | {'ours MB':>7} | {'search_runs (s)':>15} "
           f"| {'peer MB':>7} | ratio | sweep check (s)")  # fmt: skip
@@ -211,6 +228,11 @@ def main() -> None:
         check = sweep_check(uri)
         print(f"{size:>7} | sqlite | {wall:8.2f} | {mb:7.0f} | {peer_wall:15.2f} | {peer_mb:7.0f} "
               f"| {peer_wall / wall:4.1f}x | {check:.3f}")  # fmt: skip
+        if base is not None:
+            old_wall, old_mb, _ = ours(uri, base)
+            old_check = sweep_check(uri, base)
+            print(f"{size:>7} | sqlite | {old_wall:8.2f} | {old_mb:7.0f} | (base {args.base}) "
+                  f"{'':>6} | {'':>7} |       | {old_check:.3f}")  # fmt: skip
         if size == min(int(s) for s in args.sizes.split(",")):
             assert client_path(uri) == board, "the direct leaderboard differs from MLflow's"
         if size in server_sizes:
@@ -218,12 +240,17 @@ def main() -> None:
             try:
                 wall, mb, through = ours(url)
                 peer_wall, peer_mb, _ = peer(url)
+                if base is not None:
+                    old_wall, old_mb, _ = ours(url, base)
             finally:
                 process.terminate()
                 process.wait()
             assert through == board, "the leaderboard through the server differs"
             print(f"{size:>7} | server | {wall:8.2f} | {mb:7.0f} | {peer_wall:15.2f} | "
                   f"{peer_mb:7.0f} | {peer_wall / wall:4.1f}x |")  # fmt: skip
+            if base is not None:
+                print(f"{size:>7} | server | {old_wall:8.2f} | {old_mb:7.0f} | (base "
+                      f"{args.base})")  # fmt: skip
 
 
 if __name__ == "__main__":

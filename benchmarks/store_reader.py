@@ -107,9 +107,19 @@ class SqliteReader:
         self.uri = f"sqlite:///{db}"
 
     def _connect(self) -> sqlite3.Connection | None:
+        """Read-only, unless the store holds a hot journal (a writer was killed mid-write):
+        rolling it back needs a writable connection, which SQLite then does by itself."""
         if not self.db.exists():
             return None
-        return sqlite3.connect(f"{self.db.as_uri()}?mode=ro", uri=True, timeout=30)
+        connection = sqlite3.connect(f"{self.db.as_uri()}?mode=ro", uri=True, timeout=30)
+        try:
+            connection.execute("SELECT count(*) FROM experiments").fetchone()
+        except sqlite3.OperationalError as err:
+            connection.close()
+            if "readonly" not in str(err):
+                raise
+            return sqlite3.connect(self.db, timeout=30)
+        return connection
 
     def experiment_id(self, name: str) -> str | None:
         connection = self._connect()

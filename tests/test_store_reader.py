@@ -1,0 +1,59 @@
+"""The results commands' store reading: cheap (no MLflow, no torch), and robust to a store
+a killed writer left mid-transaction."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+
+from benchmarks.store_reader import SqliteReader, open_reader, sqlite_path
+from tests.helpers import fake_run, python_env
+
+
+def test_leaderboard_and_compare_import_neither_mlflow_nor_torch(store):
+    a = fake_run(store, "maml", 0, {"final/test_loss": 0.5})
+    b = fake_run(store, "fomaml", 0, {"final/test_loss": 0.25})
+    probe = textwrap.dedent(
+        f"""
+        import sys
+        from benchmarks.cli import main
+        assert main(["leaderboard", "--tracking-uri", {store!r}, "--format", "csv"]) == 0
+        assert main(["compare", {a!r}, {b!r}, "--tracking-uri", {store!r}]) == 0
+        heavy = sorted(m for m in ("torch", "mlflow") if m in sys.modules)
+        print("HEAVY", heavy)
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                         env=python_env(), timeout=120)  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert "HEAVY []" in out.stdout
+    assert "fomaml" in out.stdout and "0.25" in out.stdout  # the board and the comparison
+
+
+def test_a_hot_journal_left_by_a_killed_writer_is_rolled_back_not_an_error(store):
+    fake_run(store, "maml", 0, {"final/test_loss": 0.5})
+    db = sqlite_path(store)
+    writer = textwrap.dedent(
+        f"""
+        import os, signal, sqlite3
+        connection = sqlite3.connect({str(db)!r})
+        connection.execute("BEGIN IMMEDIATE")
+        connection.execute("UPDATE runs SET name = 'half-written'")
+        connection.execute("DELETE FROM latest_metrics")
+        connection.commit  # never called: the process dies mid-transaction
+        # Spill the change to the database file, so that only the journal can undo it.
+        connection.execute("PRAGMA cache_size = 1")
+        connection.execute("CREATE TABLE ballast AS SELECT * FROM params")
+        os.kill(os.getpid(), signal.SIGKILL)
+        """
+    )
+    killed = subprocess.run([sys.executable, "-c", writer], timeout=60)
+    assert killed.returncode == -signal.SIGKILL
+    assert os.path.exists(f"{db}-journal")  # the hot journal is there
+    reader = open_reader(store)
+    assert isinstance(reader, SqliteReader)
+    (run,) = reader.runs(reader.experiment_id("sinusoid-5shot"))
+    assert run.name != "half-written" and run.metrics == {"final/test_loss": 0.5}
