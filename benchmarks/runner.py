@@ -347,8 +347,14 @@ class RunInterrupted(Exception):
 class RunFailed(Exception):
     """The run raised and is recorded FAILED with the reason (``error`` tag, error.txt)."""
 
-    def __init__(self, run_id: str, reason: str):
-        super().__init__(f"run failed: {reason} (run {run_id} marked FAILED)")
+    def __init__(self, run_id: str, reason: str, closed: bool = True):
+        where = (
+            f"run {run_id} marked FAILED"
+            if closed
+            else f"run {run_id} could not be closed: it stays RUNNING until its heartbeat is "
+            "stale, then shows as lost; what it logged before is kept"
+        )
+        super().__init__(f"run failed: {reason} ({where})")
         self.run_id, self.reason = run_id, reason
 
 
@@ -376,11 +382,16 @@ def execute_recorded(
         tracker.finish("KILLED", error=why)
         raise RunInterrupted(tracker.run_id, why) from None
     except Exception as err:
+        from benchmarks.store_reader import StoreUnreachable
+
         reason = f"{type(err).__name__}: {err}"
         try:
-            tracker.log_text(traceback.format_exc(), "error.txt")
-        finally:
-            tracker.finish("FAILED", error=reason)
+            try:
+                tracker.log_text(traceback.format_exc(), "error.txt")
+            finally:
+                tracker.finish("FAILED", error=reason)
+        except StoreUnreachable:  # the store itself is gone (a server away too long)
+            raise RunFailed(tracker.run_id, str(err), closed=False) from err
         raise RunFailed(tracker.run_id, reason) from err
 
 

@@ -12,10 +12,12 @@ import fcntl
 import hashlib
 import io
 import json
+import logging
 import math
 import os
 import subprocess
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -25,6 +27,11 @@ os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # no bar
 # MLflow's own progress notes ("Creating initial MLflow database tables...") are not ours to
 # show; its warnings and errors still are. Read by MLflow when it is first imported.
 os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")
+# MLflow's own HTTP retries would hold one call for minutes (7 tries, backoff up to 2 min);
+# kept short, so that RetryingClient's patience decides how long a run waits for a server.
+os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "2")
+os.environ.setdefault("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "1")
+os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "30")
 
 import torch  # noqa: E402
 from mlflow.entities import Metric, Param, RunTag  # noqa: E402
@@ -38,6 +45,8 @@ from benchmarks.store_reader import (  # noqa: E402, F401  (re-exported: the sto
     normalise_uri,
     sqlite_path,
 )
+
+log = logging.getLogger("mesabench")
 
 #: How long a write waits out other writers holding the SQLite lock (parallel sweeps).
 LOCK_RETRY_SECONDS = 60.0
@@ -85,16 +94,44 @@ def git_revision() -> str | None:
     return out.stdout.strip() or None if out.returncode == 0 else None
 
 
+#: How long calls wait out a tracking server that does not answer (retrying with backoff)
+#: before the run fails with the reason. ``MESABENCH_SERVER_PATIENCE_S`` changes it (the
+#: fault drills shorten it); it changes no result, only how long a run waits.
+SERVER_PATIENCE_SECONDS = 600.0
+#: Signs of a server that is away (refused, reset, timed out, or a proxy's 502-504), as
+#: MLflow's HTTP client words them.
+_OUTAGE_SIGNS = (
+    "Max retries exceeded", "Connection refused", "Connection aborted", "Connection reset",
+    "Failed to establish a new connection", "Read timed out", "RemoteDisconnected",
+    "502 Server Error", "503 Server Error", "504 Server Error", "too many 50",
+)  # fmt: skip
+
+
+def server_patience() -> float:
+    return float(os.environ.get("MESABENCH_SERVER_PATIENCE_S", SERVER_PATIENCE_SECONDS))
+
+
+class ServerGone(StoreUnreachable):
+    """The tracking server stayed away longer than the patience allows."""
+
+
 class RetryingClient:
-    """An ``MlflowClient`` whose calls wait out "database is locked" from other writers.
+    """An ``MlflowClient`` whose calls wait out other writers and short server outages.
 
     SQLite admits one writer at a time; with parallel runs a write can find the lock taken
-    for longer than the driver waits. Retrying with backoff loses nothing: every call we
-    make is either idempotent or fails before it writes.
+    for longer than the driver waits. A tracking server may restart or drop off the network
+    for minutes. Either way the call is retried with backoff (up to a minute for a lock,
+    :func:`server_patience` for a server), which loses nothing: every call we make is
+    idempotent or fails before it writes, and metrics wait in the tracker's buffer. A server
+    away for longer raises :class:`ServerGone`; later calls then try once and fail at once,
+    so that recording the failure does not wait the whole patience again.
     """
 
     def __init__(self, client: MlflowClient):
         self._client = client
+        self._gone = False
+        self._outage_lock = threading.Lock()
+        self._away_since: float | None = None
 
     def __getattr__(self, name: str):
         attribute = getattr(self._client, name)
@@ -102,17 +139,51 @@ class RetryingClient:
             return attribute
 
         def call(*args, **kwargs):
-            delay, deadline = 0.05, time.monotonic() + LOCK_RETRY_SECONDS
+            delay, began = 0.05, time.monotonic()
             while True:
                 try:
-                    return attribute(*args, **kwargs)
+                    result = attribute(*args, **kwargs)
                 except Exception as err:
-                    if "database is locked" not in str(err) or time.monotonic() > deadline:
+                    text = str(err)
+                    if "database is locked" in text:
+                        if time.monotonic() - began > LOCK_RETRY_SECONDS:
+                            raise
+                    elif any(sign in text for sign in _OUTAGE_SIGNS):
+                        self._server_away(text)
+                    else:
                         raise
                     time.sleep(delay)
-                    delay = min(delay * 2, 2.0)
+                    delay = min(delay * 2, 2.0 if "locked" in text else 15.0)
+                    continue
+                self._server_back()
+                return result
 
         return call
+
+    def _server_away(self, text: str) -> None:
+        with self._outage_lock:
+            now = time.monotonic()
+            if self._away_since is None:
+                self._away_since = now
+                log.warning("tracking server not answering; retrying for up to %.0f s (%s)",
+                            server_patience(), text.splitlines()[0][:160])  # fmt: skip
+            away = now - self._away_since
+            if self._gone or away > server_patience():
+                self._gone = True
+                raise ServerGone(
+                    f"tracking server unreachable for {away:.0f} s (patience "
+                    f"{server_patience():.0f} s): {text.splitlines()[0][:160]}"
+                )
+
+    def _server_back(self) -> None:
+        if self._away_since is None:
+            return
+        with self._outage_lock:
+            if self._away_since is not None:
+                log.warning(
+                    "tracking server back after %.0f s", time.monotonic() - self._away_since
+                )
+            self._away_since, self._gone = None, False
 
 
 def open_store(uri: str) -> RetryingClient:

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import os
 import socket
+import subprocess
+import sys
+import time
+import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -159,3 +163,35 @@ def interrupt_after_checkpoint(args: list[str], store_dir: Path, benchmark: str,
     (killed,) = client.search_runs([client.get_experiment_by_name(benchmark).experiment_id])
     assert killed.info.status == "KILLED"
     return killed
+
+
+def serve_store(store: str, port: int) -> subprocess.Popen:
+    """A real MLflow tracking server on 127.0.0.1:``port`` over ``store`` (one worker, no
+    job runner); returns once it answers its health check."""
+    env = {**python_env(), "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", store,
+         "--host", "127.0.0.1", "--port", str(port), "--workers", "1"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
+    )  # fmt: skip
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2):
+                return process
+        except OSError:
+            time.sleep(0.5)
+    process.kill()
+    raise AssertionError("the tracking server did not start")
+
+
+def stop_server(process: subprocess.Popen) -> None:
+    """Stop a server from :func:`serve_store` and every process it started."""
+    import psutil
+
+    if process.poll() is not None:
+        return  # stopped already
+    for child in psutil.Process(process.pid).children(recursive=True):
+        child.kill()
+    process.kill()
+    process.wait(timeout=30)

@@ -236,3 +236,105 @@ def test_sighup_of_a_run_then_resume(store):
     assert sorted(steps) == list(range(LOG_EVERY, ITERATIONS + 1, LOG_EVERY))  # none twice
     summary = _account("SIGHUP of a run, then --resume", store, cells=1)
     _assert_clean(summary)
+
+
+# -- a tracking server that goes away --------------------------------------------------------
+OUTAGE_RUN = ["--method", "fomaml", "--set", "iterations=3000", "--set", "log_every=20",
+              "--set", "val_every=1000", "--set", "test_tasks=50"]  # fmt: skip
+
+
+def _history(db, run_id: str) -> list[tuple[int, float]]:
+    import sqlite3
+
+    with sqlite3.connect(db) as connection:
+        return connection.execute(
+            "SELECT step, value FROM metrics WHERE run_uuid = ? AND key = 'train/loss' "
+            "ORDER BY step",
+            (run_id,),
+        ).fetchall()
+
+
+def _only_run(db):
+    import sqlite3
+
+    with sqlite3.connect(db) as connection:
+        return connection.execute("SELECT run_uuid, status FROM runs").fetchall()
+
+
+def _run_through_server(store, port, patience: str):
+    command = [sys.executable, "-m", "benchmarks", "run", *OUTAGE_RUN,
+               "--tracking-uri", f"http://127.0.0.1:{port}"]  # fmt: skip
+    env = python_env(**ENV, MESABENCH_SERVER_PATIENCE_S=patience)
+    return subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)  # fmt: skip
+
+
+def test_a_server_outage_within_the_patience_loses_nothing(store, tmp_path):
+    """The server is stopped mid-run for 45 s (longer than MLflow's own retries last) and
+    started again on the same port: the run waits, then FINISHES with every metric value an
+    undisturbed run of the same plan logs, and says so in two lines."""
+    from tests.helpers import free_port, serve_store, stop_server
+
+    db = store[len("sqlite:///") :]
+    port = free_port()
+    server = serve_store(store, port)
+    run = _run_through_server(store, port, patience="300")
+    try:
+        _wait(lambda: _only_run(db) and len(_history(db, _only_run(db)[0][0])) >= 3,
+              what="the run's first metrics")  # fmt: skip
+        stop_server(server)
+        time.sleep(45)
+        server = serve_store(store, port)
+        out, err = run.communicate(timeout=600)
+    finally:
+        run.kill()
+        stop_server(server)
+    assert run.returncode == 0, err[-3000:]
+    (run_id, status), = _only_run(db)  # fmt: skip
+    assert status == "FINISHED"
+    assert "tracking server not answering" in err and "tracking server back after" in err
+    reference = f"sqlite:///{tmp_path / 'reference' / 'mlflow.db'}"
+    done = subprocess.run([sys.executable, "-m", "benchmarks", "run", *OUTAGE_RUN,
+                           "--tracking-uri", reference], env=python_env(**ENV),
+                          capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    ref_db = reference[len("sqlite:///") :]
+    (ref_id, _), = _only_run(ref_db)  # fmt: skip
+    expected = _history(ref_db, ref_id)
+    assert len(expected) == 3000 // 20 and _history(db, run_id) == expected
+
+
+def test_a_server_away_longer_than_the_patience_fails_the_run_in_one_line(store):
+    """Past the patience the run stops with one line saying why; what reached the store
+    before the outage stays, and the run is left RUNNING with a heartbeat that goes stale
+    (flagged lost), not silently FINISHED."""
+    from tests.helpers import free_port, serve_store, stop_server
+
+    db = store[len("sqlite:///") :]
+    port = free_port()
+    server = serve_store(store, port)
+    run = _run_through_server(store, port, patience="15")
+    try:
+        _wait(lambda: _only_run(db) and len(_history(db, _only_run(db)[0][0])) >= 3,
+              what="the run's first metrics")  # fmt: skip
+        logged = len(_history(db, _only_run(db)[0][0]))
+        stop_server(server)
+        began = time.monotonic()
+        out, err = run.communicate(timeout=300)
+        waited = time.monotonic() - began
+    finally:
+        run.kill()
+        stop_server(server)
+    assert run.returncode == 1, err[-3000:]
+    assert 15 <= waited < 120
+    lines = [line for line in err.splitlines() if line.startswith("run failed:")]
+    assert len(lines) == 1 and "tracking server unreachable for" in lines[0]
+    assert "could not be closed" in lines[0]
+    (run_id, status), = _only_run(db)  # fmt: skip
+    assert status == "RUNNING" and len(_history(db, run_id)) >= logged
+    from benchmarks.store_reader import open_reader
+
+    reader = open_reader(store)
+    (stored,) = reader.runs(reader.experiment_id("sinusoid-5shot"))
+    time.sleep(6)  # heartbeats every second here: stale after five missed
+    assert is_stale(stored.status, stored.tags, stored.start_ms)

@@ -18,7 +18,16 @@ import pytest
 
 from benchmarks.cli import main
 from benchmarks.tracking import MlflowTracker
-from tests.helpers import CONTINUAL_TINY, TINY, fake_run, free_port, leaderboard_json, python_env
+from tests.helpers import (
+    CONTINUAL_TINY,
+    TINY,
+    fake_run,
+    free_port,
+    leaderboard_json,
+    python_env,
+    serve_store,
+    stop_server,
+)
 from tests.image_fixtures import write_mnist
 
 
@@ -347,25 +356,6 @@ def test_ui_serves_the_store_on_localhost(populated):
     assert f"http://127.0.0.1:{port}/#/experiments?workflowType=machine_learning" in output
 
 
-def _serve(store: str, port: int) -> subprocess.Popen:
-    """A real MLflow tracking server on loopback over ``store``; returns once it answers."""
-    env = {**python_env(), "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
-    process = subprocess.Popen(
-        [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", store,
-         "--host", "127.0.0.1", "--port", str(port), "--workers", "1"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
-    )  # fmt: skip
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2):
-                return process
-        except OSError:
-            time.sleep(0.5)
-    process.kill()
-    raise AssertionError("the tracking server did not start")
-
-
 def test_the_three_store_readers_read_the_same_runs(store, capsys):
     """SQLite read directly, a real tracking server through REST, and the MLflow client:
     the same runs, tags, params and final metrics (NaN kept as NaN), the same sweep-cell
@@ -379,7 +369,7 @@ def test_the_three_store_readers_read_the_same_runs(store, capsys):
     tracker = MlflowTracker(store)
     experiment = tracker.experiment_id("sinusoid-5shot", create=False)
     port = free_port()
-    server = _serve(store, port)
+    server = serve_store(store, port)
     try:
         rest = RestReader(f"http://127.0.0.1:{port}")
         readers = {"sqlite": open_reader(store), "rest": rest,
@@ -399,8 +389,7 @@ def test_the_three_store_readers_read_the_same_runs(store, capsys):
                      "--format", "csv"]) == 0  # fmt: skip
         through_server = capsys.readouterr().out
     finally:
-        server.terminate()
-        server.wait(timeout=30)
+        stop_server(server)
     assert len(read["sqlite"]) == 3
     for name in ("rest", "client"):
         nan_free = [r for r in read["sqlite"] if r.method != "metasgd"]
