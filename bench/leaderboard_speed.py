@@ -2,10 +2,11 @@
 
 Builds synthetic SQLite stores of ``--sizes`` runs (default 1k, 10k, 100k). Every run is a
 copy of a real run made at the start (``python -m benchmarks run --method sparse_maml``,
-20 iterations): its tags, params and final metrics, with the method (10 names), config
-(10 per method), seed and metric values varied. Half the runs belong to the timed
-benchmark (``sinusoid-5shot``), the rest to ``--benchmarks - 1`` others. Rows are written
-with SQL straight into MLflow's schema (creating 100k runs through MLflow takes hours).
+20 iterations): its tags, params and final metrics, with the method (10 names), config,
+seed (10 per config) and metric values varied. ``--share`` of the runs (default half)
+belong to the timed benchmark (``sinusoid-5shot``), the rest to ``--benchmarks - 1``
+others. Rows are written with SQL straight into MLflow's schema (creating 100k runs through
+MLflow takes hours).
 
 For each size, each in a fresh process (wall time and peak memory of the whole process):
 
@@ -13,7 +14,7 @@ For each size, each in a fresh process (wall time and peak memory of the whole p
 - peer: ``mlflow.search_runs([experiment])`` on the same store (what a user would call);
 - the same two through a local tracking server (``mlflow server``, loopback, one worker)
   for the sizes in ``--server-sizes``;
-- a sweep's start-up check (``store_state`` of a 20-cell sweep, all FINISHED) in-process.
+- a sweep's start-up check (``store_state`` of a 10-cell sweep, all FINISHED).
 
 The leaderboard through the server must print exactly what it prints from the file, and
 (at the smallest size) what the MLflow client path gives. Targets at 100k runs: <= 2 s and
@@ -74,8 +75,10 @@ def template(work: Path) -> Path:
     return db
 
 
-def fill(template_db: Path, db: Path, runs: int, benchmarks: int) -> None:
-    """``runs`` copies of the template's run, half in BENCHMARK's experiment."""
+def fill(template_db: Path, db: Path, runs: int, benchmarks: int, share: float) -> None:
+    """``runs`` copies of the template's run, ``share`` of them in BENCHMARK's experiment.
+    Within each benchmark, run j is method ``j % 10``, seed ``(j // 10) % 10``, config
+    ``j // 100`` (ten seeds per configuration)."""
     db.parent.mkdir(parents=True, exist_ok=True)
     filling = db.with_suffix(".filling")  # renamed when complete: a killed fill leaves none
     shutil.copy(template_db, filling)
@@ -106,13 +109,15 @@ def fill(template_db: Path, db: Path, runs: int, benchmarks: int) -> None:
     rng = random.Random(0)
     now = int(time.time() * 1000)
     run_rows, tag_rows, param_rows, metric_rows = [], [], [], []
+    timed, counts = round(runs * share), dict.fromkeys(experiments, 0)
     for i in range(runs):
         new = uuid.uuid4().hex
-        target = experiment if i % 2 == 0 else experiments[1 + (i // 2) % (benchmarks - 1)]
-        method, config, seed = f"method{i % 10}", (i // 10) % 10, i // 100
+        target = experiment if i < timed else experiments[1 + i % (benchmarks - 1)]
+        j, counts[target] = counts[target], counts[target] + 1
+        method, config, seed = f"method{j % 10}", j // 100, (j // 10) % 10
         run_rows.append((new, f"{method}-s{seed}-{config:06d}", *row[2:11],
                          f"{artifact_root[: -len(run_id)]}{new}", target, row[13]))  # fmt: skip
-        changed = {"mesabench.method": method, "mesabench.config_hash": f"cfg{method}{config}",
+        changed = {"mesabench.method": method, "mesabench.config_hash": f"cfg-{method}-{config}",
                    "mesabench.seed": str(seed), "mlflow.runName": f"{method}-s{seed}"}  # fmt: skip
         tag_rows += [(k, changed.get(k, v), new) for k, v in tags]
         changed = {"method_name": method, "seed": str(seed), "method.inner_lr": str(config)}
@@ -164,13 +169,13 @@ def client_path(uri: str) -> str:
 
 
 def sweep_check(uri: str, tree: Path = ROOT) -> float:
-    """Seconds a 20-cell sweep's start-up check takes (in its own process, so that this
+    """Seconds a 10-cell sweep's start-up check takes (in its own process, so that this
     one stays small: a child's peak memory counts its parent's at the fork)."""
     code = (
         "import sys, time; from benchmarks.sweep import store_state; "
         "from benchmarks.tracking import MlflowTracker; t = MlflowTracker(sys.argv[1]); "
-        "keys = {(f'method{m}', f'cfgmethod{m}{c}', s) for m in (0, 2) for c in range(2) "
-        "for s in range(5)}; b = time.perf_counter(); "
+        "keys = {(f'method{m}', f'cfg-method{m}-0', s) for m in (0, 1) for s in range(5)}; "
+        "b = time.perf_counter(); "
         f"done, _ = store_state(t, {BENCHMARK!r}, keys); e = time.perf_counter() - b; "
         "assert done >= keys, 'the sweep check missed finished cells'; print(e)"
     )
@@ -202,6 +207,8 @@ def main() -> None:
     parser.add_argument("--sizes", default="1000,10000,100000")
     parser.add_argument("--server-sizes", default="1000,10000")
     parser.add_argument("--benchmarks", type=int, default=20)
+    parser.add_argument("--share", type=float, default=0.5,
+                        help="fraction of the runs in the timed benchmark")  # fmt: skip
     parser.add_argument("--work", default="/tmp/mesabench-leaderboard-bench")
     parser.add_argument("--base", help="also time this commit's leaderboard (a git worktree)")
     args = parser.parse_args()
@@ -217,10 +224,10 @@ def main() -> None:
     print(f"{'runs':>7} | {'where':6} | {'ours (s)':>8} | {'ours MB':>7} | {'search_runs (s)':>15} "
           f"| {'peer MB':>7} | ratio | sweep check (s)")  # fmt: skip
     for size in (int(s) for s in args.sizes.split(",")):
-        db = work / f"store-{size}" / "mlflow.db"
+        db = work / f"store-{size}-{args.share}" / "mlflow.db"
         if not db.exists():
             began = time.perf_counter()
-            fill(template_db, db, size, args.benchmarks)
+            fill(template_db, db, size, args.benchmarks, args.share)
             print(f"(filled {size} runs in {time.perf_counter() - began:.0f} s)")
         uri = f"sqlite:///{db}"
         wall, mb, board = ours(uri)

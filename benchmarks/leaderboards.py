@@ -26,7 +26,7 @@ from benchmarks.config import ConfigError
 from benchmarks.lifecycle import is_stale
 from benchmarks.references import ReferenceRow, references_for
 from benchmarks.statistics import PairedTest, SeedStats, paired_t_test, seed_stats
-from benchmarks.store_reader import StoredRun, StoreReader, TagFilter
+from benchmarks.store_reader import RUN_LOCAL_SETTINGS, Only, StoredRun, StoreReader, TagFilter
 
 log = logging.getLogger("mesabench")
 
@@ -235,10 +235,14 @@ def _record(run: StoredRun) -> RunRecord:
 
 
 def read_runs(
-    reader: StoreReader, experiment_id: str, where: TagFilter | None = None
+    reader: StoreReader,
+    experiment_id: str,
+    where: TagFilter | None = None,
+    only: Only | None = None,
 ) -> list[RunRecord]:
-    """Every active run of one experiment (benchmark), or those passing ``where``."""
-    return [_record(run) for run in reader.runs(experiment_id, where)]
+    """Every active run of one experiment (benchmark), or those passing ``where`` (with
+    at least what ``only`` keeps of each)."""
+    return [_record(run) for run in reader.runs(experiment_id, where, only)]
 
 
 def benchmarks_in_store(reader: StoreReader) -> list[str]:
@@ -339,11 +343,16 @@ def ranking_direction(metric: str) -> bool:
 
 
 def _settings_of(rows: Sequence[LeaderboardRow]) -> dict[str, str]:
-    """The params all rows agree on (to fill the ranked metric's words)."""
-    params = [r.params for row in rows for r in row.runs]
+    """The settings all rows agree on (to fill the ranked metric's words). A row's runs
+    share its configuration, so one run per row is compared; the run-local ones (seed,
+    device, data root) describe no metric and are left out."""
+    params = [row.runs[0].params for row in rows if row.runs]
     if not params:
         return {}
-    return {k: v for k, v in params[0].items() if all(p.get(k) == v for p in params[1:])}
+    agreed = {k: v for k, v in params[0].items() if k not in RUN_LOCAL_SETTINGS}
+    for other in params[1:]:
+        agreed = {k: v for k, v in agreed.items() if other.get(k) == v}
+    return agreed
 
 
 def _place_references(
@@ -484,7 +493,12 @@ def leaderboard_from_store(reader: StoreReader, benchmark: str, **options) -> Le
     """The leaderboard of ``benchmark`` from the store ``reader`` reads. Runs that recorded
     their headline and come from a built-in benchmark need no spec lookup (no torch)."""
     experiment_id = reader.experiment_id(benchmark)
-    records = [] if experiment_id is None else read_runs(reader, experiment_id)
+    # What a board reads of each run: the suite's tags and those a filter names; the
+    # run-local params only where a filter or the grouping uses them.
+    run_filter = options.get("run_filter") or RunFilter()
+    asked = {*run_filter.params, *options.get("group_by", ())}
+    only = Only(frozenset(run_filter.tags), run_local=bool(asked & set(RUN_LOCAL_SETTINGS)))
+    records = [] if experiment_id is None else read_runs(reader, experiment_id, only=only)
     builtin = bool(records) and all(
         r.tags.get("mesabench.benchmark_source") == "built-in" for r in records
     )

@@ -28,6 +28,7 @@ from benchmarks.plugins import load_plugins
 from benchmarks.protocols import PROTOCOLS
 from benchmarks.recording import Recorder
 from benchmarks.specs import BENCHMARKS, BenchmarkSpec
+from benchmarks.store_reader import RUN_LOCAL_SETTINGS
 from mesabench_datasets.data_root import resolve_data_root, using_data_root
 from methods.api import SHARED_SETTINGS, IncompatibleSetting, Method
 from methods.registry import METHODS, MethodEntry
@@ -77,9 +78,10 @@ class RunPlan:
     def config_hash(self) -> str:
         """Identifies the configuration independently of the seed and the device."""
         body = self.to_dict()
-        body.pop("seed")
-        body.pop("device")
-        body.pop("data_root")  # where the files are on this machine says nothing of the run
+        # The seed, the device and where the files are on this machine say nothing of the
+        # configuration (the store reader relies on this: store_reader.RUN_LOCAL_SETTINGS).
+        for key in RUN_LOCAL_SETTINGS:
+            body.pop(key)
         text = json.dumps(body, sort_keys=True, default=str)
         return hashlib.sha256(text.encode()).hexdigest()[:12]
 

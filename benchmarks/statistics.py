@@ -8,6 +8,7 @@ t-test). A single seed has no spread: std and CI are ``None``, never 0.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -64,6 +65,7 @@ def t_cdf(t: float, df: float) -> float:
     return 1.0 - tail if t >= 0 else tail
 
 
+@functools.lru_cache(maxsize=1024)  # a board asks for the same few (p, df) many times
 def t_quantile(p: float, df: float) -> float:
     """The ``p`` quantile of Student's t with ``df`` degrees of freedom (bisection on the CDF)."""
     if not 0.0 < p < 1.0:

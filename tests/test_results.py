@@ -364,6 +364,9 @@ def test_the_three_store_readers_read_the_same_runs(store, capsys):
     from benchmarks.store_reader import ClientReader, RestReader, open_reader
 
     fake_run(store, "maml", 0, {"final/test_loss": 0.5, "final/train_time_s": 3.0})
+    # Another seed of the same configuration: the direct reader reads the configuration's
+    # params once and each run's seed, device and data root on top.
+    fake_run(store, "maml", 1, {"final/test_loss": 0.75})
     fake_run(store, "fomaml", 1, {"final/test_loss": 0.25}, status="KILLED")
     fake_run(store, "metasgd", 0, {"final/test_loss": math.nan})  # a diverged run
     tracker = MlflowTracker(store)
@@ -390,7 +393,9 @@ def test_the_three_store_readers_read_the_same_runs(store, capsys):
         through_server = capsys.readouterr().out
     finally:
         stop_server(server)
-    assert len(read["sqlite"]) == 3
+    assert len(read["sqlite"]) == 4
+    seeds = sorted(r.params["seed"] for r in read["sqlite"] if r.method == "maml")
+    assert seeds == ["0", "1"]
     for name in ("rest", "client"):
         nan_free = [r for r in read["sqlite"] if r.method != "metasgd"]
         assert nan_free == [r for r in read[name] if r.method != "metasgd"], name
