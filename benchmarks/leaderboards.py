@@ -100,6 +100,8 @@ class LeaderboardRow:
     #: Where the board placed the row: ``ranked``, ``reference`` (ranked beside ours),
     #: ``diverged`` or ``missing`` (listed unranked), ``reference, settings differ``.
     status: str = "ranked"
+    #: Statistics already computed, per metric (a row's runs are fixed once it is built).
+    _stats: dict[str, SeedStats] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def seeds(self) -> list[int]:
@@ -128,7 +130,9 @@ class LeaderboardRow:
 
     def stats(self, metric: str) -> SeedStats:
         """n, mean, std (ddof 1) and the Student-t 95% CI of the mean, over seeds."""
-        return seed_stats(self.values(metric))
+        if metric not in self._stats:
+            self._stats[metric] = seed_stats(self.values(metric))
+        return self._stats[metric]
 
     def episode_ci95(self, metric: str) -> float | None:
         """Mean of the runs' own 95% CI half-widths over their test episodes, where kept.

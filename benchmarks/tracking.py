@@ -205,9 +205,27 @@ def open_store(uri: str) -> RetryingClient:
     try:
         fcntl.flock(folder, fcntl.LOCK_EX)
         client = MlflowClient(tracking_uri=uri)  # runs the schema migrations if needed
+        _write_ahead_log(db)
     finally:
         os.close(folder)  # closing releases the lock
     return RetryingClient(client)
+
+
+def _write_ahead_log(db: Path) -> None:
+    """Put the store in SQLite's write-ahead-log mode (kept in the file): readers (the
+    leaderboard, the UI) then never wait for a sweep's writers, nor writers for them, and a
+    commit costs one append. Not possible on some network filesystems (no shared memory):
+    then the store stays in rollback-journal mode, which is correct, only slower."""
+    import sqlite3
+
+    try:
+        with sqlite3.connect(db, timeout=LOCK_RETRY_SECONDS) as connection:
+            mode = connection.execute("PRAGMA journal_mode").fetchone()[0]
+            if mode != "wal":
+                connection.execute("PRAGMA journal_mode=WAL")
+        connection.close()
+    except sqlite3.Error as err:
+        log.info("store %s stays in %s journal mode (%s)", db, "rollback", err)
 
 
 def run_name(plan) -> str:
