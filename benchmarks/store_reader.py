@@ -31,6 +31,9 @@ PAGE = 50_000
 #: The recorded settings that may differ between runs of one configuration (config hash):
 #: everything else a run records is its configuration's.
 RUN_LOCAL_SETTINGS = ("seed", "device", "data_root")
+#: An index our SQLite stores add to MLflow's schema (``tracking.open_store``): tags by key
+#: and value, so that the runs of given cells are found without reading every run's tags.
+TAG_VALUE_INDEX = "CREATE INDEX IF NOT EXISTS mesabench_tags_key_value ON tags (key, value)"
 
 
 def default_tracking_uri() -> str:
@@ -211,15 +214,24 @@ class SqliteReader:
     ) -> list[StoredRun]:
         condition, args = "experiment_id = ? AND lifecycle_stage = 'active'", [experiment]
         if where is not None:
+            # The matching runs first, through the (key, value) index our stores carry
+            # (TAG_VALUE_INDEX): a sweep's few cells cost the same in any size of store.
             key, values = where
-            values = list(values)
+            values = sorted(set(values))
             if not values:
                 return []
-            marks = ",".join("?" * len(values))
-            condition += (
-                f" AND run_uuid IN (SELECT run_uuid FROM tags WHERE key = ? AND value IN ({marks}))"
-            )
-            args += [key, *values]
+            ids = [
+                row[0]
+                for row in connection.execute(
+                    "SELECT t.run_uuid FROM tags t JOIN runs r ON r.run_uuid = t.run_uuid "
+                    f"WHERE t.key = ? AND t.value IN ({','.join('?' * len(values))}) AND "
+                    "r.experiment_id = ? AND r.lifecycle_stage = 'active'",
+                    (key, *values, experiment),
+                )
+            ]
+            if not ids:
+                return []
+            condition, args = f"run_uuid IN ({','.join('?' * len(ids))})", ids
         return self._select(connection, condition, tuple(args), only)
 
     @staticmethod
