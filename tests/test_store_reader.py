@@ -75,3 +75,45 @@ def test_a_writer_killed_mid_transaction_leaves_a_readable_store(store, journal)
     assert isinstance(reader, SqliteReader)
     (run,) = reader.runs(reader.experiment_id("sinusoid-5shot"))
     assert run.name != "half-written" and run.metrics == {"final/test_loss": 0.5}
+
+
+def test_a_sweeps_start_up_check_reads_only_its_cells_through_the_tag_index(store):
+    """store_state asks for the runs of its own config hashes; the SQLite reader finds them
+    through the (key, value) index our stores carry, so the cost follows the cells, not the
+    store (bench/leaderboard_speed.py times it at 1k and 100k runs)."""
+    import sqlite3
+
+    from benchmarks.store_reader import TAG_VALUE_INDEX
+    from benchmarks.sweep import store_state
+    from benchmarks.tracking import MlflowTracker
+
+    mine = fake_run(store, "maml", 0, {"final/test_loss": 0.5})
+    fake_run(store, "fomaml", 0, {"final/test_loss": 0.5})  # another cell, not this sweep's
+    tracker = MlflowTracker(store)
+    reader = open_reader(store)
+    experiment = reader.experiment_id("sinusoid-5shot")
+    (run,) = [r for r in reader.runs(experiment) if r.run_id == mine]
+    config = run.tags["mesabench.config_hash"]
+    asked = []
+    original = SqliteReader.runs
+
+    def spy(self, experiment_id, where=None, only=None):
+        asked.append(where)
+        return original(self, experiment_id, where, only)
+
+    SqliteReader.runs = spy
+    try:
+        finished, closed = store_state(tracker, "sinusoid-5shot", {("maml", config, 0)})
+    finally:
+        SqliteReader.runs = original
+    assert asked == [("mesabench.config_hash", {config})]
+    assert finished == {("maml", config, 0)} and closed == 0
+    db = sqlite_path(store)
+    with sqlite3.connect(db) as connection:
+        assert "mesabench_tags_key_value" in TAG_VALUE_INDEX
+        plan = connection.execute(
+            "EXPLAIN QUERY PLAN SELECT run_uuid FROM tags WHERE key = ? AND value IN (?)",
+            ("mesabench.config_hash", config),
+        ).fetchall()
+    connection.close()
+    assert any("mesabench_tags_key_value" in str(step) for step in plan), plan
