@@ -113,6 +113,12 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--preset", default=None)
     sweep.add_argument("--device", default="cpu")
     sweep.add_argument("--workers", type=int, default=1, help="parallel cells (local backend)")
+    sweep.add_argument(
+        "--warm",
+        action="store_true",
+        help="local backend: fork every cell from one process that imported everything once "
+        "(saves ~5 s per cell; each cell is still its own process)",
+    )
     sweep.add_argument("--backend", choices=["local", "ray"], default="local")
     sweep.add_argument("--address", default=None, help="Ray cluster address (or 'auto')")
     sweep.add_argument("--tracking-uri", default=None)
@@ -468,12 +474,15 @@ def cmd_sweep(args, console: Console) -> int:
         )  # fmt: skip
     if args.workers < 1:
         raise UsageError(f"--workers must be >= 1 (got {args.workers})")
+    if args.warm and args.backend != "local":
+        raise UsageError("--warm is for the local backend (Ray reuses its own workers)")
     _report_plugin_errors(console)
     plan_cells(spec)  # every cell validated before the store is even opened
     tracker = MlflowTracker(args.tracking_uri)
     result = run_sweep(
-        spec, tracker, args.backend, args.workers, args.address, progress=console.print
-    )
+        spec, tracker, args.backend, args.workers, args.address, progress=console.print,
+        warm=args.warm,
+    )  # fmt: skip
     console.print(f"sweep {spec.sweep_id()}: {summary_line(result)}")
     return result.exit_code
 

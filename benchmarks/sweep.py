@@ -380,16 +380,29 @@ Report = Callable[[Cell, int, str], None]
 
 
 class LocalBackend:
-    """A bounded pool of worker processes on this machine."""
+    """A bounded pool of worker processes on this machine; with ``warm``, each cell is a
+    fork of one launcher that imported everything once (:mod:`benchmarks.warm_cells`)."""
 
-    def __init__(self, workers: int):
+    def __init__(self, workers: int, warm: bool = False):
         self.workers = workers
-        self._processes: set[subprocess.Popen] = set()
+        self.warm = warm
+        self._launcher = None
+        self._processes: set = set()
         self._lock = threading.Lock()
         self._stopping = False
 
+    def _run_warm(self, argv: list[str], env: dict[str, str], started) -> tuple[int, str]:
+        """A cell forked by the launcher, its output in a temporary file (as run_to_file)."""
+        with tempfile.NamedTemporaryFile(mode="w+", encoding="utf-8", errors="replace",
+                                         suffix=".log") as out:  # fmt: skip
+            process = self._launcher.start(argv[3:], env, Path(out.name))
+            started(process)
+            code = process.wait()
+            out.seek(0)
+            return code, out.read()
+
     def _run_one(self, argv: list[str], env: dict[str, str], cell: Cell, report: Report) -> None:
-        holder: list[subprocess.Popen] = []
+        holder: list = []
 
         def started(process: subprocess.Popen) -> None:
             holder.append(process)
@@ -401,20 +414,33 @@ class LocalBackend:
         with self._lock:
             if self._stopping:
                 return
-        code, output = run_to_file(argv, env, started)
+        if self.warm:
+            code, output = self._run_warm(argv, env, started)
+        else:
+            code, output = run_to_file(argv, env, started)
         with self._lock:
             self._processes.discard(holder[0])
         report(cell, code, output)
 
     def run(self, jobs: list[tuple[Cell, list[str]]], env: dict[str, str], report: Report) -> None:
-        with ThreadPoolExecutor(max_workers=self.workers) as pool:
-            futures = [pool.submit(self._run_one, argv, env, cell, report) for cell, argv in jobs]
-            try:
-                for future in futures:
-                    future.result()
-            except KeyboardInterrupt:
-                self.stop()
-                raise
+        if self.warm and jobs:
+            from benchmarks.warm_cells import Launcher
+
+            self._launcher = Launcher(env)
+        try:
+            with ThreadPoolExecutor(max_workers=self.workers) as pool:
+                futures = [
+                    pool.submit(self._run_one, argv, env, cell, report) for cell, argv in jobs
+                ]
+                try:
+                    for future in futures:
+                        future.result()
+                except KeyboardInterrupt:
+                    self.stop()
+                    raise
+        finally:
+            if self._launcher is not None:
+                self._launcher.close()
 
     def stop(self) -> None:
         """Interrupt every running cell: each marks its own run KILLED."""
@@ -498,8 +524,10 @@ def run_sweep(
     workers: int = 1,
     address: str | None = None,
     progress: Callable[[str], None] | None = None,
+    warm: bool = False,
 ) -> SweepResult:
-    """Run the cells of ``spec`` that have not finished yet; returns the summary."""
+    """Run the cells of ``spec`` that have not finished yet; returns the summary. ``warm``
+    forks local cells from one process that imported everything once."""
     from mlflow.entities import Metric
 
     from benchmarks.lifecycle import Heartbeat
@@ -512,7 +540,7 @@ def run_sweep(
         runner.connect()  # a cell no node can place is refused here, before anything runs
         env = cell_env(max(1, int(spec.cpus_per_cell)), remote=True)
     else:
-        runner = LocalBackend(workers)
+        runner = LocalBackend(workers, warm)
         env = cell_env(max(1, cpus // workers))
     result = SweepResult()
     keys = {(cell.method, hashes[cell], cell.seed) for cell in spec.cells()}

@@ -167,6 +167,33 @@ def test_sigkill_of_a_running_cell(store):
     assert summary["failed"] == 1 and summary["finished"] == 2
 
 
+def test_sigkill_of_a_warm_cell(store):
+    """A cell forked from the warm launcher is its own process: killing it fails that cell
+    alone (recorded as lost), the launcher and the sweep go on, and a rerun completes."""
+    sweep = _start(_sweep(store, "--warm", workers=1))
+    (victim,) = _training_cells(store, 1)
+    (launcher,) = [
+        p for p in psutil.Process(sweep.pid).children()
+        if "benchmarks.warm_cells" in " ".join(p.cmdline())
+    ]  # fmt: skip
+    (cell,) = _wait(launcher.children, what="the warm cell")
+    cell.send_signal(signal.SIGKILL)
+    out, _ = sweep.communicate(timeout=400)
+    assert sweep.returncode == 1, out
+    assert "killed by signal 9" in out
+    client = MlflowClient(store)
+    lost = client.get_run(victim.info.run_id)
+    assert lost.info.status == "FAILED"
+    assert lost.data.tags["error"] == "lost: its process died by signal 9"
+    assert client.get_metric_history(victim.info.run_id, "train/loss")  # logged rows kept
+    again = subprocess.run(_sweep(store, "--warm", workers=1), env=python_env(**ENV),
+                           capture_output=True, text=True, timeout=400)  # fmt: skip
+    assert again.returncode == 0, again.stdout
+    summary = _account("SIGKILL of a warm cell, then the sweep again", store, cells=2)
+    _assert_clean(summary)
+    assert summary["failed"] == 1 and summary["finished"] == 2
+
+
 def test_sigkill_of_the_sweep_driver(store):
     sweep = _start(_sweep(store, workers=2))
     _training_cells(store, 2)

@@ -210,6 +210,37 @@ def test_ray_backend_gives_the_local_leaderboard(tmp_path, capsys):
     assert boards["ray"] == boards["local"] and len(boards["ray"]) == 2
 
 
+def test_warm_cells_give_the_numbers_of_cold_ones_and_keep_failures_apart(tmp_path, capsys):
+    """--warm forks each cell from one launcher: every cell's final metrics equal the same
+    cell's run as its own process (bit for bit), a diverging cell fails alone, and a rerun
+    skips the finished ones."""
+    finals = {}
+    for mode in ("cold", "warm"):
+        store = f"sqlite:///{tmp_path / mode / 'mlflow.db'}"
+        args = ["sweep", "--benchmark", "sinusoid-5shot", "--methods", "maml,fomaml",
+                "--seeds", "0-1", "--grid", "inner_lr=0.01,1e9", *FAST, "--workers", "2",
+                "--tracking-uri", store, *(["--warm"] if mode == "warm" else [])]  # fmt: skip
+        assert main(args) == 1  # the inner_lr=1e9 cells diverge
+        out = capsys.readouterr().out
+        assert "done 4, failed 4, skipped 0" in out and "diverged at iteration" in out
+        finals[mode] = {
+            (r.data.tags["mesabench.method"], r.data.params["method.inner_lr"],
+             r.data.tags["mesabench.seed"], r.info.status): r.data.metrics.get("final/test_loss")
+            for r in _cells(_runs(store))
+        }  # fmt: skip
+        if mode == "warm":
+            assert main(args) == 1
+            assert "done 0, failed 4, skipped 4" in capsys.readouterr().out
+    assert len(finals["warm"]) == 8 and finals["warm"] == finals["cold"]
+
+
+def test_warm_is_refused_with_ray(capsys):
+    args = ["sweep", "--benchmark", "sinusoid-5shot", "--methods", "maml", "--warm",
+            "--backend", "ray"]  # fmt: skip
+    assert main(args) == 2
+    assert "--warm is for the local backend" in capsys.readouterr().err
+
+
 @pytest.mark.slow
 def test_eight_concurrent_writers_all_finish_with_all_metrics(tmp_path, capsys):
     store = f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}"
