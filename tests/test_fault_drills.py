@@ -297,20 +297,22 @@ def _run_through_server(store, port, patience: str):
 
 
 def test_a_server_outage_within_the_patience_loses_nothing(store, tmp_path):
-    """The server is stopped mid-run for 45 s (longer than MLflow's own retries last) and
-    started again on the same port: the run waits, then FINISHES with every metric value an
-    undisturbed run of the same plan logs, and says so in two lines."""
+    """The server is stopped mid-run for 45 s (longer than MLflow's own retries last;
+    ``MESABENCH_DRILL_OUTAGE_S`` lengthens it, e.g. 570 for the 10-minute drill in
+    docs/RESULTS.md) and started again on the same port: the run waits, then FINISHES with
+    every metric value an undisturbed run of the same plan logs, and says so in two lines."""
     from tests.helpers import free_port, serve_store, stop_server
 
     db = store[len("sqlite:///") :]
     port = free_port()
     server = serve_store(store, port)
-    run = _run_through_server(store, port, patience="300")
+    outage = float(os.environ.get("MESABENCH_DRILL_OUTAGE_S", "45"))
+    run = _run_through_server(store, port, patience=str(max(300.0, outage + 60)))
     try:
         _wait(lambda: _only_run(db) and len(_history(db, _only_run(db)[0][0])) >= 3,
               what="the run's first metrics")  # fmt: skip
         stop_server(server)
-        time.sleep(45)
+        time.sleep(outage)
         server = serve_store(store, port)
         out, err = run.communicate(timeout=600)
     finally:
