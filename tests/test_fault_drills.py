@@ -146,11 +146,21 @@ def test_two_sweeps_of_one_grid_started_at_once(store):
     assert said.count("done    fomaml") + said.count("elsewhere fomaml") == 4, said
 
 
-def test_sigkill_of_a_running_cell(store):
-    sweep = _start(_sweep(store, workers=1))
+def _cell_killed_then_swept_again(store, drill: str, *extra: str) -> None:
+    """Start a one-worker sweep, SIGKILL its running cell (what the kernel's OOM killer
+    does), and check that cell alone FAILED as lost with its logged metrics kept, and that
+    the sweep run again completes."""
+    sweep = _start(_sweep(store, *extra, workers=1))
     (victim,) = _training_cells(store, 1)
-    (process,) = _processes_running(store)
-    process.send_signal(signal.SIGKILL)  # what the kernel's OOM killer does
+    if "--warm" in extra:  # a child of the launcher, itself a child of the sweep
+        (launcher,) = [
+            p for p in psutil.Process(sweep.pid).children()
+            if "benchmarks.warm_cells" in " ".join(p.cmdline())
+        ]  # fmt: skip
+        (process,) = _wait(launcher.children, what="the warm cell")
+    else:
+        (process,) = _processes_running(store)
+    process.send_signal(signal.SIGKILL)
     out, _ = sweep.communicate(timeout=400)
     assert sweep.returncode == 1, out
     assert "killed by signal 9" in out
@@ -159,39 +169,22 @@ def test_sigkill_of_a_running_cell(store):
     assert lost.info.status == "FAILED"
     assert lost.data.tags["error"] == "lost: its process died by signal 9"
     assert client.get_metric_history(victim.info.run_id, "train/loss")  # logged rows kept
-    again = subprocess.run(_sweep(store, workers=1), env=python_env(**ENV), capture_output=True,
-                           text=True, timeout=400)  # fmt: skip
+    again = subprocess.run(_sweep(store, *extra, workers=1), env=python_env(**ENV),
+                           capture_output=True, text=True, timeout=400)  # fmt: skip
     assert again.returncode == 0, again.stdout
-    summary = _account("SIGKILL of a running cell, then the sweep again", store, cells=2)
+    summary = _account(drill, store, cells=2)
     _assert_clean(summary)
     assert summary["failed"] == 1 and summary["finished"] == 2
+
+
+def test_sigkill_of_a_running_cell(store):
+    _cell_killed_then_swept_again(store, "SIGKILL of a running cell, then the sweep again")
 
 
 def test_sigkill_of_a_warm_cell(store):
     """A cell forked from the warm launcher is its own process: killing it fails that cell
     alone (recorded as lost), the launcher and the sweep go on, and a rerun completes."""
-    sweep = _start(_sweep(store, "--warm", workers=1))
-    (victim,) = _training_cells(store, 1)
-    (launcher,) = [
-        p for p in psutil.Process(sweep.pid).children()
-        if "benchmarks.warm_cells" in " ".join(p.cmdline())
-    ]  # fmt: skip
-    (cell,) = _wait(launcher.children, what="the warm cell")
-    cell.send_signal(signal.SIGKILL)
-    out, _ = sweep.communicate(timeout=400)
-    assert sweep.returncode == 1, out
-    assert "killed by signal 9" in out
-    client = MlflowClient(store)
-    lost = client.get_run(victim.info.run_id)
-    assert lost.info.status == "FAILED"
-    assert lost.data.tags["error"] == "lost: its process died by signal 9"
-    assert client.get_metric_history(victim.info.run_id, "train/loss")  # logged rows kept
-    again = subprocess.run(_sweep(store, "--warm", workers=1), env=python_env(**ENV),
-                           capture_output=True, text=True, timeout=400)  # fmt: skip
-    assert again.returncode == 0, again.stdout
-    summary = _account("SIGKILL of a warm cell, then the sweep again", store, cells=2)
-    _assert_clean(summary)
-    assert summary["failed"] == 1 and summary["finished"] == 2
+    _cell_killed_then_swept_again(store, "SIGKILL of a warm cell, then the sweep again", "--warm")
 
 
 def test_sigkill_of_the_sweep_driver(store):
