@@ -295,11 +295,20 @@ class SqliteReader:
             for run_id, key, value in connection.execute(query, (*RUN_LOCAL_SETTINGS, *args)):
                 if run_id in own:
                     own[run_id][text(key)] = text(value)
+        # A configuration's mapping without the carrier's own seed, device and data root:
+        # each run has its own (or, where not read, none rather than another run's).
+        shared = {
+            config: {k: v for k, v in full[run_id].items() if k not in RUN_LOCAL_SETTINGS}
+            for config, run_id in carrier.items()
+        }
         runs = []
         for run_id, name, status, start in rows:
             config = tags[run_id].get("mesabench.config_hash", run_id)
-            shared = full[carrier[config]]
-            params = SharedParams(shared, own[run_id]) if run_id not in full else full[run_id]
+            params = (
+                full[run_id]
+                if run_id in full and (only is None or only.run_local)
+                else SharedParams(shared[config], own[run_id])
+            )
             runs.append(StoredRun(run_id, name or "", status, start, tags[run_id], params,
                                   metrics[run_id]))  # fmt: skip
         return runs

@@ -117,3 +117,22 @@ def test_a_sweeps_start_up_check_reads_only_its_cells_through_the_tag_index(stor
         ).fetchall()
     connection.close()
     assert any("mesabench_tags_key_value" in str(step) for step in plan), plan
+
+
+def test_runs_of_one_configuration_share_its_params_but_never_each_others_seed(store):
+    from benchmarks.store_reader import Only
+
+    first = fake_run(store, "maml", 0, {"final/test_loss": 0.5})
+    second = fake_run(store, "maml", 1, {"final/test_loss": 0.25})
+    reader = open_reader(store)
+    experiment = reader.experiment_id("sinusoid-5shot")
+    runs = {r.run_id: r for r in reader.runs(experiment)}
+    assert runs[first].params["seed"] == "0" and runs[second].params["seed"] == "1"
+    assert runs[first].params["method.inner_lr"] == runs[second].params["method.inner_lr"]
+    assert dict(runs[first].params).keys() == dict(runs[second].params).keys()
+    lean = {r.run_id: r for r in reader.runs(experiment, only=Only())}
+    for run_id in (first, second):
+        assert "seed" not in lean[run_id].params and "device" not in lean[run_id].params
+        assert lean[run_id].params["method.inner_lr"] == runs[run_id].params["method.inner_lr"]
+        assert "mesabench.method" in lean[run_id].tags
+        assert "mlflow.user" not in lean[run_id].tags and "mlflow.user" in runs[run_id].tags
