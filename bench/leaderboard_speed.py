@@ -189,7 +189,8 @@ def serve(uri: str) -> tuple[subprocess.Popen, str]:
         port = s.getsockname()[1]
     process = subprocess.Popen(
         [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", uri, "--host",
-         "127.0.0.1", "--port", str(port), "--workers", "1"],
+         "127.0.0.1", "--port", str(port), "--workers", "1", "--artifacts-destination",
+         str(Path(uri[len("sqlite:///") :]).parent / "served-artifacts")],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=ENV,
     )  # fmt: skip
     url = f"http://127.0.0.1:{port}"

@@ -15,6 +15,16 @@ from tests.helpers import ROOT, python_env
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _nothing_written_into_the_repository():
+    """Tests keep their stores and artifacts in their own folders: a tracking server
+    started without an artifact root writes ./mlartifacts where it runs."""
+    stray = ROOT / "mlartifacts"
+    before = stray.exists()
+    yield
+    assert before or not stray.exists(), f"a test wrote {stray}"
+
+
 @pytest.fixture
 def store(tmp_path: Path) -> str:
     """A fresh SQLite tracking URI (absolute path) inside the test's temp dir."""

@@ -169,10 +169,15 @@ def serve_store(store: str, port: int) -> subprocess.Popen:
     """A real MLflow tracking server on 127.0.0.1:``port`` over ``store`` (one worker, no
     job runner); returns once it answers its health check."""
     env = {**python_env(), "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
+    # Artifacts beside the store: the server's default is ./mlartifacts in its working
+    # directory (the repository, when tests run from there).
+    artifacts = Path(store[len("sqlite:///") :]).parent / "served-artifacts"
+    artifacts.parent.mkdir(parents=True, exist_ok=True)
     process = subprocess.Popen(
         [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", store,
-         "--host", "127.0.0.1", "--port", str(port), "--workers", "1"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
+         "--artifacts-destination", str(artifacts), "--host", "127.0.0.1",
+         "--port", str(port), "--workers", "1"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=artifacts.parent,
     )  # fmt: skip
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline:
