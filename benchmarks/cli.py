@@ -272,6 +272,7 @@ def cmd_run(args, console: Console) -> int:
             _, learner = _saved_learner(tracker, plan.learner_from, wanted)
             return _evaluate(plan, tracker, learner, console, resume=True)
         checkpoint = tracker.load_checkpoint()
+        _check_resumable(args.resume, plan, checkpoint)  # before the run is touched
         tracker.resume()
     if args.system_metrics:
         tracker.before_close.append(
@@ -282,6 +283,25 @@ def cmd_run(args, console: Console) -> int:
     finally:
         if claim is not None:
             claim.release()
+
+
+def _check_resumable(run_id: str, plan, checkpoint) -> None:
+    """Refuse, leaving the run as it is, a checkpoint this version cannot continue: one
+    written before the protocols shared one skeleton (no protocol named) or by another
+    protocol."""
+    from benchmarks.protocols import PROTOCOLS
+    from benchmarks.runner import benchmark_spec
+
+    if checkpoint is None:
+        return
+    expected = PROTOCOLS[benchmark_spec(plan.benchmark).protocol_name].name
+    found = checkpoint.get("protocol")
+    if found != expected:
+        written = "by an older mesabench" if found is None else f"by the {found} protocol"
+        raise UsageError(
+            f"cannot resume run {run_id!r}: its checkpoint was written {written}, not the "
+            f"{expected} protocol's; start the run afresh"
+        )
 
 
 def _system_metrics(tracker, run_id: str, resumed: bool):

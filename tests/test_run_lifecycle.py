@@ -183,6 +183,32 @@ def test_resume_of_a_finished_run_is_refused_and_leaves_it_finished(store, capsy
     assert again.info.status == "FINISHED" and again.info.end_time == run.info.end_time
 
 
+@pytest.mark.parametrize("written_by", [None, "online"])
+def test_a_checkpoint_this_version_cannot_continue_is_refused_and_the_run_left_killed(
+    store, capsys, written_by
+):
+    """A checkpoint from before the shared protocol skeleton (no protocol named) or of
+    another protocol: one line, exit 2, and the run stays KILLED and resumable by the
+    version that wrote it (it used to be reopened, then FAILED)."""
+    from benchmarks.runner import plan_run
+    from benchmarks.tracking import MlflowTracker
+
+    plan = plan_run("fomaml", "sinusoid-5shot", 0, device="cpu")
+    tracker = MlflowTracker(store)
+    run_id = tracker.start(plan, "built-in")
+    old = {"iteration": 5, "method": {}, **({"protocol": written_by} if written_by else {})}
+    tracker.save_checkpoint(old)
+    tracker.finish("KILLED", error="interrupted")
+    before = MlflowClient(store).get_run(run_id)
+    capsys.readouterr()
+    assert main(["run", "--resume", run_id, "--tracking-uri", store]) == 2
+    err = capsys.readouterr().err.strip()
+    words = "by an older mesabench" if written_by is None else "by the online protocol"
+    assert len(err.splitlines()) == 1 and words in err and "start the run afresh" in err
+    after = MlflowClient(store).get_run(run_id)
+    assert after.info.status == "KILLED" and after.info.end_time == before.info.end_time
+
+
 # -- refused before anything is written ------------------------------------------------------
 @pytest.mark.parametrize(
     "setting, words",
