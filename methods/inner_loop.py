@@ -106,13 +106,19 @@ class InnerLoop:
         per_task = [self.adapt(params, buffers, x, y, steps) for x, y in zip(sx, sy, strict=True)]
         return {n: torch.stack([task[n] for task in per_task]) for n in per_task[0]}
 
-    # -- all tasks at once, by batched matrix products (networks with batched_forward) -----
+    # -- all tasks at once, by batched matrix products (networks that write them out) -----
     def _batches_by_hand(self, buffers: Params) -> bool:
-        """Whether the batched-autograd path applies: a network that can run every task's
-        weights at once (the MLP), no buffers, vectorising asked for. It computes what vmap
-        does, with one autograd call per inner step instead of torch.func's per-task
-        transforms, which cost most on tiny networks."""
-        return self.vectorize and not buffers and hasattr(self.network, "batched_forward")
+        """Whether the batched path applies: a network that runs every task's weights at
+        once and writes out their gradients (the MLP's ``batched_forward`` and
+        ``batched_gradients``), no buffers, vectorising asked for. It computes what vmap
+        does without torch.func's per-task transforms, which cost most on tiny networks."""
+        network = self.network
+        return (
+            self.vectorize
+            and not buffers
+            and hasattr(network, "batched_forward")
+            and hasattr(network, "batched_gradients")
+        )
 
     @contextmanager
     def threads(self, buffers: Params) -> Iterator[None]:
@@ -136,24 +142,12 @@ class InnerLoop:
         fast = {n: per_task[n] for n in self.adapted}
         frozen = {n: w for n, w in per_task.items() if n not in fast}
         second_order = not self.first_order and any(p.requires_grad for p in params.values())
-        written_out = getattr(self.network, "batched_gradients", None)  # the MLP's own
         for _ in range(steps if fast else 0):  # nothing adapted (no_adaptation): no steps
-            if written_out is not None:
-                # Plain differentiable operations: the graph (second order) is kept in grad
-                # mode, dropped for first order.
-                with torch.no_grad() if not second_order else nullcontext():
-                    every = written_out({**frozen, **fast}, sx, sy, self.loss)
-                grads = [every[n].detach() if not second_order else every[n] for n in fast]
-            else:
-                with torch.enable_grad():  # inner gradients, whatever the caller's mode
-                    if second_order:
-                        at, rest = fast, frozen
-                    else:  # the inner gradient is a constant: no graph is kept for it
-                        at = {n: w.detach().requires_grad_() for n, w in fast.items()}
-                        rest = {n: w.detach() for n, w in frozen.items()}
-                    prediction = self.network.batched_forward({**rest, **at}, sx)
-                    loss = per_task_loss(prediction, sy, self.loss).sum()  # tasks independent
-                    grads = torch.autograd.grad(loss, list(at.values()), create_graph=second_order)
+            # Plain differentiable operations: the graph is kept for the second order (in
+            # grad mode), not built at all for the first.
+            with nullcontext() if second_order else torch.no_grad():
+                every = self.network.batched_gradients({**frozen, **fast}, sx, sy, self.loss)
+            grads = [every[n] for n in fast]
             steps_taken = zip(fast.items(), grads, strict=True)
             fast = {n: w - self.modulation.step(n, g) for (n, w), g in steps_taken}
         return {**frozen, **fast}
