@@ -14,6 +14,7 @@ metrics are read: the leaderboard and ``compare`` use no others.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sqlite3
 import urllib.error
@@ -25,6 +26,8 @@ from sys import intern
 from typing import Protocol
 
 from mesabench_datasets.typed_config import ConfigError
+
+log = logging.getLogger("mesabench")
 
 #: Page size for server reads (MLflow's largest allowed for a run search).
 PAGE = 50_000
@@ -144,11 +147,13 @@ class _Strings:
 
 
 class SqliteReader:
-    """A SQLite store read directly (MLflow's schema), read-only; never creates the file."""
+    """A SQLite store read directly (MLflow's schema), read-only; never creates the file. A
+    schema it does not know (another MLflow version's) is read through the MLflow client."""
 
     def __init__(self, db: Path):
         self.db = db
         self.uri = f"sqlite:///{db}"
+        self._client_reader: ClientReader | None = None
 
     def _connect(self) -> sqlite3.Connection | None:
         """Read-only, unless the store holds a hot journal (a writer was killed mid-write):
@@ -165,49 +170,58 @@ class SqliteReader:
             return sqlite3.connect(self.db, timeout=30)
         return connection
 
+    def _read(self, direct, through_client, empty):
+        """``direct(connection)``; ``empty`` where there is no store yet; the same read
+        through the MLflow client where SQL fails (a schema this reader does not know)."""
+        try:
+            connection = self._connect()
+            if connection is None:
+                return empty
+            try:
+                return direct(connection)
+            finally:
+                connection.close()
+        except sqlite3.Error as err:
+            log.info("reading %s through MLflow (%s)", self.db, err)
+            if self._client_reader is None:
+                from mlflow.tracking import MlflowClient
+
+                self._client_reader = ClientReader(MlflowClient(self.uri), self.uri)
+            return through_client(self._client_reader)
+
     def experiment_id(self, name: str) -> str | None:
-        connection = self._connect()
-        if connection is None:
-            return None
-        with connection:
+        def direct(connection):
             row = connection.execute(
                 "SELECT experiment_id FROM experiments WHERE name = ? AND lifecycle_stage = "
                 "'active'",
                 (name,),
             ).fetchone()
-        connection.close()
-        return None if row is None else str(row[0])
+            return None if row is None else str(row[0])
+
+        return self._read(direct, lambda reader: reader.experiment_id(name), None)
 
     def experiment_names(self) -> list[str]:
-        connection = self._connect()
-        if connection is None:
-            return []
-        rows = connection.execute(
-            "SELECT name FROM experiments WHERE lifecycle_stage = 'active'"
-        ).fetchall()
-        connection.close()
-        return [r[0] for r in rows]
+        def direct(connection):
+            query = "SELECT name FROM experiments WHERE lifecycle_stage = 'active'"
+            return [r[0] for r in connection.execute(query)]
+
+        return self._read(direct, lambda reader: reader.experiment_names(), [])
 
     def runs(
         self, experiment_id: str, where: TagFilter | None = None, only: Only | None = None
     ) -> list[StoredRun]:
-        connection = self._connect()
-        if connection is None:
-            return []
-        try:
-            return self._runs(connection, int(experiment_id), where, only)
-        finally:
-            connection.close()
+        return self._read(
+            lambda connection: self._runs(connection, int(experiment_id), where, only),
+            lambda reader: reader.runs(experiment_id, where, only),
+            [],
+        )
 
     def run(self, run_id: str) -> StoredRun | None:
-        connection = self._connect()
-        if connection is None:
-            return None
-        try:
+        def direct(connection):
             found = self._select(connection, "run_uuid = ?", (run_id,), None)
             return found[0] if found else None
-        finally:
-            connection.close()
+
+        return self._read(direct, lambda reader: reader.run(run_id), None)
 
     def _runs(
         self, connection, experiment: int, where: TagFilter | None, only: Only | None

@@ -136,3 +136,23 @@ def test_runs_of_one_configuration_share_its_params_but_never_each_others_seed(s
         assert lean[run_id].params["method.inner_lr"] == runs[run_id].params["method.inner_lr"]
         assert "mesabench.method" in lean[run_id].tags
         assert "mlflow.user" not in lean[run_id].tags and "mlflow.user" in runs[run_id].tags
+
+
+def test_a_schema_the_direct_reader_does_not_know_is_read_through_mlflow(store, monkeypatch):
+    """Another MLflow version may change its tables: a failing SQL read falls back to the
+    MLflow client, which gives the same runs."""
+    import sqlite3
+
+    run_id = fake_run(store, "maml", 0, {"final/test_loss": 0.5})
+    reader = open_reader(store)
+    experiment = reader.experiment_id("sinusoid-5shot")
+    direct = reader.runs(experiment)
+
+    def unknown_schema(*args, **kwargs):
+        raise sqlite3.OperationalError("no such column: runs.start_time")
+
+    monkeypatch.setattr(SqliteReader, "_runs", unknown_schema)
+    monkeypatch.setattr(SqliteReader, "_select", unknown_schema)
+    (through_client,) = reader.runs(experiment)
+    assert [through_client] == direct and through_client.run_id == run_id
+    assert reader.run(run_id) == through_client
