@@ -493,16 +493,19 @@ def recorded_headline(records: Sequence[RunRecord]) -> tuple[str, ...] | None:
     return None
 
 
-def leaderboard_from_store(reader: StoreReader, benchmark: str, **options) -> Leaderboard:
-    """The leaderboard of ``benchmark`` from the store ``reader`` reads. Runs that recorded
-    their headline and come from a built-in benchmark need no spec lookup (no torch)."""
+def leaderboard_from_store(
+    reader: StoreReader, benchmark: str, where: TagFilter | None = None, **options
+) -> Leaderboard:
+    """The leaderboard of ``benchmark`` from the store ``reader`` reads (only its runs that
+    pass ``where``, if given). Runs that recorded their headline and come from a built-in
+    benchmark need no spec lookup (no torch)."""
     experiment_id = reader.experiment_id(benchmark)
     # What a board reads of each run: the suite's tags and those a filter names; the
     # run-local params only where a filter or the grouping uses them.
     run_filter = options.get("run_filter") or RunFilter()
     asked = {*run_filter.params, *options.get("group_by", ())}
     only = Only(frozenset(run_filter.tags), run_local=bool(asked & set(RUN_LOCAL_SETTINGS)))
-    records = [] if experiment_id is None else read_runs(reader, experiment_id, only=only)
+    records = [] if experiment_id is None else read_runs(reader, experiment_id, where, only)
     builtin = bool(records) and all(
         r.tags.get("mesabench.benchmark_source") == "built-in" for r in records
     )

@@ -231,7 +231,7 @@ def _layer_of(spec: SweepSpec, message: str) -> str:
 
 def store_state(tracker, benchmark: str, keys: set[tuple[str, str, int]]) -> tuple[set, int]:
     """One read of the sweep's own cells at its start (the runs whose config hash is one of
-    ``keys``'; its cost does not grow with the rest of the store): closes as FAILED ("lost:
+    ``keys``: its cost does not grow with the rest of the store): closes as FAILED ("lost:
     no heartbeat since T") the stale RUNNING runs of the cells in ``keys``, and returns the
     (method, config hash, seed) of every FINISHED run with the number of runs closed."""
     from benchmarks.leaderboards import read_runs
@@ -621,13 +621,13 @@ def best_per_method(tracker, benchmark: str, parent: str, grid_keys=()) -> list[
     """One line per method: its best configuration among this sweep's finished cells, by
     the benchmark's ranked metric (mean over seeds, n, Student-t 95% CI), with its values
     of the grid's keys."""
-    from benchmarks.leaderboards import RunFilter, leaderboard_from_store
+    from benchmarks.leaderboards import leaderboard_from_store
     from benchmarks.store_reader import open_reader
 
+    # Only this sweep's runs are read (through the tag index), not the whole benchmark.
     board = leaderboard_from_store(
         open_reader(tracker.uri, tracker.client), benchmark,
-        run_filter=RunFilter(tags={"mlflow.parentRunId": parent}),
-        references=False,
+        where=("mlflow.parentRunId", {parent}), references=False,
     )  # fmt: skip
     lines, seen = [f"best per method by {board.metric} (rows ranked best first):"], set()
     for row in board.rows:
