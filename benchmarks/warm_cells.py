@@ -25,6 +25,7 @@ import signal
 import subprocess
 import sys
 import threading
+import traceback
 from pathlib import Path
 
 #: Imported by the launcher before it forks (what every cell needs).
@@ -93,6 +94,9 @@ def serve() -> None:
                         code = 1
                         try:
                             code = _cell(request["argv"], request["env"], request["out"])
+                        except BaseException:  # what main() did not handle: into its output
+                            traceback.print_exc()
+                            sys.stderr.flush()
                         finally:
                             os._exit(code)
                     running[pid] = request["id"]
