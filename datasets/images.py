@@ -29,7 +29,7 @@ __all__ = [
 
 
 def read_rgb(image, size: int, where: object) -> np.ndarray:
-    """An image (a PIL image, a path or PNG bytes) as uint8 ``[size, size, 3]``."""
+    """An image file (a path, or its encoded bytes: PNG, JPEG) as uint8 ``[size, size, 3]``."""
     from PIL import Image, UnidentifiedImageError
 
     try:
