@@ -276,7 +276,10 @@ _FEWSHOT_SETS = {
     "cifarfs": ("CIFAR-FS", "Bertinetto et al. 2019 (64/16/20 CIFAR-100 classes, 32x32)"),
     "fc100": ("FC100", "Oreshkin et al. 2018 (60/20/20 classes, superclass-disjoint, 32x32)"),
     "tiered_imagenet": ("tiered-ImageNet", "Ren et al. 2018 (351/97/160 classes, 84x84)"),
-    "cub": ("CUB-200-2011", "Wah et al. 2011; splits as the image folders give them (84x84)"),
+    "cub": (
+        "CUB-200-2011",
+        "Wah et al. 2011; Chen et al. 2019's 100/50/50 split, or the image folders' (84x84)",
+    ),
 }
 for _dataset, (_title, _source) in _FEWSHOT_SETS.items():
     for _shots, _batch in ((1, 4), (5, 2)):
