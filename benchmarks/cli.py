@@ -286,22 +286,17 @@ def cmd_run(args, console: Console) -> int:
 
 
 def _check_resumable(run_id: str, plan, checkpoint) -> None:
-    """Refuse, leaving the run as it is, a checkpoint this version cannot continue: one
-    written before the protocols shared one skeleton (no protocol named) or by another
-    protocol."""
+    """Refuse, leaving the run as it is, a checkpoint its protocol cannot continue (one
+    written before the protocols shared one skeleton, or by another protocol)."""
     from benchmarks.protocols import PROTOCOLS
     from benchmarks.runner import benchmark_spec
 
     if checkpoint is None:
         return
-    expected = PROTOCOLS[benchmark_spec(plan.benchmark).protocol_name].name
-    found = checkpoint.get("protocol")
-    if found != expected:
-        written = "by an older mesabench" if found is None else f"by the {found} protocol"
-        raise UsageError(
-            f"cannot resume run {run_id!r}: its checkpoint was written {written}, not the "
-            f"{expected} protocol's; start the run afresh"
-        )
+    protocol = PROTOCOLS[benchmark_spec(plan.benchmark).protocol_name]
+    problem = protocol.checkpoint_problem(checkpoint)
+    if problem is not None:
+        raise UsageError(f"cannot resume run {run_id!r}: {problem}; start the run afresh")
 
 
 def _system_metrics(tracker, run_id: str, resumed: bool):

@@ -240,13 +240,21 @@ class Protocol:
             }
         )
 
+    @classmethod
+    def checkpoint_problem(cls, checkpoint: dict[str, Any]) -> str | None:
+        """Why this protocol cannot continue ``checkpoint`` (None: it can). ``--resume``
+        asks before it touches the run; :meth:`restore` refuses on the same answer."""
+        found = checkpoint.get("protocol")
+        if found == cls.name:
+            return None
+        written = "by an older mesabench" if found is None else f"by the {found} protocol"
+        return f"its checkpoint was written {written}: not one of the {cls.name} protocol's"
+
     def restore(self, method: Method, checkpoint: dict[str, Any], state: RunState) -> None:
         """Load a :meth:`save_checkpoint` into the method, the global RNG and ``state``."""
-        if checkpoint.get("protocol") != self.name:
-            raise ValueError(
-                f"the checkpoint is not one of the {self.name} protocol's "
-                f"(it is {checkpoint.get('protocol')!r}); start the run afresh"
-            )
+        problem = self.checkpoint_problem(checkpoint)
+        if problem is not None:
+            raise ValueError(f"{problem}; start the run afresh")
         method.load_state_dict(checkpoint["method"])
         torch.set_rng_state(checkpoint["torch_rng"])
         state.done, state.elapsed = checkpoint["done"], checkpoint["elapsed"]

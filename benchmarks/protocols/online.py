@@ -138,6 +138,13 @@ class OnlineProtocol(Protocol):
         final = phase.run(learner, checkpoint=checkpoint)  # leaves the best validation weights
         return final["final/train_time_s"]
 
+    @classmethod
+    def checkpoint_problem(cls, checkpoint: dict[str, Any]) -> str | None:
+        """A checkpoint of the pre-training phase is the episodic protocol's, wrapped."""
+        if checkpoint.get("phase") == "pretrain":
+            return EpisodicProtocol.checkpoint_problem(checkpoint.get("state") or {})
+        return super().checkpoint_problem(checkpoint)
+
     def run(
         self, method: OnlineMethod, checkpoint: dict[str, Any] | None = None
     ) -> dict[str, float]:
