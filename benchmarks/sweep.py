@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.config import ConfigError, parse_pairs
+from benchmarks.warm_cells import Launcher, run_warm, worker_launcher
 from mesabench_datasets.data_root import resolve_data_root
 
 log = logging.getLogger("mesabench")
@@ -391,16 +392,6 @@ class LocalBackend:
         self._lock = threading.Lock()
         self._stopping = False
 
-    def _run_warm(self, argv: list[str], env: dict[str, str], started) -> tuple[int, str]:
-        """A cell forked by the launcher, its output in a temporary file (as run_to_file)."""
-        with tempfile.NamedTemporaryFile(mode="w+", encoding="utf-8", errors="replace",
-                                         suffix=".log") as out:  # fmt: skip
-            process = self._launcher.start(argv[3:], env, Path(out.name))
-            started(process)
-            code = process.wait()
-            out.seek(0)
-            return code, out.read()
-
     def _run_one(self, argv: list[str], env: dict[str, str], cell: Cell, report: Report) -> None:
         holder: list = []
 
@@ -415,7 +406,7 @@ class LocalBackend:
             if self._stopping:
                 return
         if self.warm:
-            code, output = self._run_warm(argv, env, started)
+            code, output = run_warm(self._launcher, argv[3:], env, started)
         else:
             code, output = run_to_file(argv, env, started)
         with self._lock:
@@ -424,8 +415,6 @@ class LocalBackend:
 
     def run(self, jobs: list[tuple[Cell, list[str]]], env: dict[str, str], report: Report) -> None:
         if self.warm and jobs:
-            from benchmarks.warm_cells import Launcher
-
             self._launcher = Launcher(env)
         try:
             with ThreadPoolExecutor(max_workers=self.workers) as pool:
@@ -455,10 +444,14 @@ class LocalBackend:
                 process.kill()
 
 
-def _ray_cell(argv: list[str], env: dict[str, str]) -> tuple[int, str]:
+def _ray_cell(argv: list[str], env: dict[str, str], warm: bool = False) -> tuple[int, str]:
     """What a Ray task runs: the cell's command, on whichever node Ray placed it (with that
-    node's Python, which must have mesabench installed)."""
-    return run_to_file([sys.executable, *argv[1:]], {**os.environ, **env})
+    node's Python, which must have mesabench installed); with ``warm``, forked from the Ray
+    worker's own launcher, which the worker keeps from task to task."""
+    env = {**os.environ, **env}
+    if warm:
+        return run_warm(worker_launcher(env), argv[3:], env)
+    return run_to_file([sys.executable, *argv[1:]], env)
 
 
 def check_ray_resources(available: dict[str, float], cpus: float, gpus: float) -> None:
@@ -474,10 +467,13 @@ def check_ray_resources(available: dict[str, float], cpus: float, gpus: float) -
 
 
 class RayBackend:
-    """The same commands as Ray tasks, with the spec's CPU / GPU request per cell."""
+    """The same commands as Ray tasks, with the spec's CPU / GPU request per cell; with
+    ``warm``, each Ray worker forks its cells from a launcher of its own."""
 
-    def __init__(self, address: str | None, cpus: float, gpus: float, local_cpus: int):
+    def __init__(self, address: str | None, cpus: float, gpus: float, local_cpus: int,
+                 warm: bool = False):  # fmt: skip
         self.address, self.cpus, self.gpus, self.local_cpus = address, cpus, gpus, local_cpus
+        self.warm = warm
         self._started_here = False
 
     def connect(self) -> None:
@@ -507,7 +503,7 @@ class RayBackend:
 
         try:
             remote = ray.remote(num_cpus=self.cpus, num_gpus=self.gpus)(_ray_cell)
-            pending = {remote.remote(argv, env): cell for cell, argv in jobs}
+            pending = {remote.remote(argv, env, self.warm): cell for cell, argv in jobs}
             while pending:
                 ready, _ = ray.wait(list(pending), num_returns=1)
                 for ref in ready:
@@ -527,7 +523,7 @@ def run_sweep(
     warm: bool = False,
 ) -> SweepResult:
     """Run the cells of ``spec`` that have not finished yet; returns the summary. ``warm``
-    forks local cells from one process that imported everything once."""
+    forks cells from a process that imported everything once (one per Ray worker)."""
     from mlflow.entities import Metric
 
     from benchmarks.lifecycle import Heartbeat
@@ -536,7 +532,7 @@ def run_sweep(
     hashes = plan_cells(spec)  # all validation first: bad input runs nothing
     cpus = os.cpu_count() or 1
     if backend == "ray":
-        runner: Any = RayBackend(address, spec.cpus_per_cell, spec.gpus_per_cell, workers)
+        runner: Any = RayBackend(address, spec.cpus_per_cell, spec.gpus_per_cell, workers, warm)
         runner.connect()  # a cell no node can place is refused here, before anything runs
         env = cell_env(max(1, int(spec.cpus_per_cell)), remote=True)
     else:

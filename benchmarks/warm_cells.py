@@ -24,13 +24,19 @@ import select
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import traceback
 from pathlib import Path
 
-#: Imported by the launcher before it forks (what every cell needs).
-PRELOAD = ("torch", "mlflow", "mlflow.store.tracking.sqlalchemy_store", "benchmarks.cli",
-           "benchmarks.runner", "benchmarks.tracking")  # fmt: skip
+#: Imported by the launcher before it forks: what every cell needs, including what a run
+#: imports lazily (torch.func pulls in torch._dynamo; figures need matplotlib), else each
+#: cell would import it again (about 2 s of a one-iteration cell). None starts a thread.
+PRELOAD = ("torch", "torch.func", "torch._dynamo", "mlflow",
+           "mlflow.store.tracking.sqlalchemy_store",
+           "mlflow.store.tracking.sqlalchemy_workspace_store", "benchmarks.cli",
+           "benchmarks.runner", "benchmarks.tracking", "benchmarks.claims", "benchmarks.plots",
+           "benchmarks.progress")  # fmt: skip
 
 
 def _cell(argv: list[str], env: dict[str, str], out: str) -> int:
@@ -186,6 +192,32 @@ class Launcher:
         with contextlib.suppress(OSError):
             self.process.stdin.close()
         self.process.wait()
+
+
+def run_warm(launcher: Launcher, args: list[str], env: dict[str, str], started=None):
+    """Run one cell (``args``: after ``python -m benchmarks``) in ``launcher``, its output in
+    a temporary file as :func:`benchmarks.sweep.run_to_file` does; returns (code, output)."""
+    with tempfile.NamedTemporaryFile(mode="w+", encoding="utf-8", errors="replace",
+                                     suffix=".log") as out:  # fmt: skip
+        cell = launcher.start(args, env, Path(out.name))
+        if started is not None:
+            started(cell)
+        code = cell.wait()
+        out.seek(0)
+        return code, out.read()
+
+
+_worker_launcher: Launcher | None = None
+
+
+def worker_launcher(env: dict[str, str]) -> Launcher:
+    """This process's launcher, started by its first cell (a Ray worker runs many tasks, so
+    its later cells start warm); started again if it died. Never forked from the worker
+    itself (which has threads): the launcher is a fresh interpreter."""
+    global _worker_launcher
+    if _worker_launcher is None or _worker_launcher.process.poll() is not None:
+        _worker_launcher = Launcher(env)
+    return _worker_launcher
 
 
 if __name__ == "__main__":

@@ -192,22 +192,25 @@ def test_a_killed_sweep_resumes_with_the_remaining_cells_only(store, tmp_path):
 
 @pytest.mark.slow
 def test_ray_backend_gives_the_local_leaderboard(tmp_path, capsys):
+    """The same sweep on the local pool, as Ray tasks, and as warm cells on Ray (forked
+    from each Ray worker's launcher) gives the same board."""
     boards = {}
-    for backend in ("local", "ray"):
-        store = f"sqlite:///{tmp_path / backend / 'mlflow.db'}"
+    for name, backend, warm in (("local", "local", ()), ("ray", "ray", ()),
+                                ("ray-warm", "ray", ("--warm",))):  # fmt: skip
+        store = f"sqlite:///{tmp_path / name / 'mlflow.db'}"
         args = ["sweep", "--benchmark", "sinusoid-5shot", "--methods", "maml,fomaml",
                 "--seeds", "0-1", *FAST, "--workers", "2", "--backend", backend,
-                "--tracking-uri", store]  # fmt: skip
+                "--tracking-uri", store, *warm]  # fmt: skip
         assert main(args) == 0
         capsys.readouterr()
         assert main(["leaderboard", "--tracking-uri", store, "--format", "json"]) == 0
         rows = __import__("json").loads(capsys.readouterr().out)[0]["rows"]
-        boards[backend] = {
+        boards[name] = {
             (r["method"], r["n"]): r["stats"]["final/test_loss"]["mean"]
             for r in rows
             if not r["reference"]
         }
-    assert boards["ray"] == boards["local"] and len(boards["ray"]) == 2
+    assert boards["ray"] == boards["local"] == boards["ray-warm"] and len(boards["ray"]) == 2
 
 
 def test_warm_cells_give_the_numbers_of_cold_ones_and_keep_failures_apart(tmp_path, capsys):
@@ -232,13 +235,6 @@ def test_warm_cells_give_the_numbers_of_cold_ones_and_keep_failures_apart(tmp_pa
             assert main(args) == 1
             assert "done 0, failed 4, skipped 4" in capsys.readouterr().out
     assert len(finals["warm"]) == 8 and finals["warm"] == finals["cold"]
-
-
-def test_warm_is_refused_with_ray(capsys):
-    args = ["sweep", "--benchmark", "sinusoid-5shot", "--methods", "maml", "--warm",
-            "--backend", "ray"]  # fmt: skip
-    assert main(args) == 2
-    assert "--warm is for the local backend" in capsys.readouterr().err
 
 
 @pytest.mark.slow
