@@ -1,5 +1,5 @@
-"""The command line: run, list, show, and the results commands (leaderboard, report, ui,
-compare).
+"""The command line: run, list, show, sweep, reproduce, and the results commands
+(leaderboard, report, ui, compare).
 
 Exit codes: 0 done; 1 the run failed (recorded as FAILED); 2 bad input (nothing written);
 3 not run: with --exclusive, the cell is FINISHED (by another process); 130 interrupted
@@ -125,6 +125,21 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument(
         "--data-root", default=None, help="folder with real datasets, given to every cell"
     )
+
+    rep = sub.add_parser(
+        "reproduce", help="run a published table's sweeps and judge it line by line"
+    )
+    rep.add_argument("table", nargs="?", default=None, help="a table (see --list)")
+    rep.add_argument("--list", action="store_true", help="list the tables and their costs")
+    rep.add_argument("--preset", default="quick", help="quick, cpu or paper (default quick)")
+    rep.add_argument("--seeds", default=None, help="default: the table's own")
+    rep.add_argument("--workers", type=int, default=1, help="parallel cells")
+    rep.add_argument("--warm", action="store_true", help="fork cells from a warm launcher")
+    rep.add_argument("--no-run", action="store_true",
+                     help="only judge what the store holds (missing lines: not run)")  # fmt: skip
+    rep.add_argument("--markdown", action="store_true", help="print the RESULTS.md table")
+    rep.add_argument("--tracking-uri", default=None)
+    rep.add_argument("--data-root", default=None, help="folder with real datasets")
     return parser
 
 
@@ -500,6 +515,55 @@ def cmd_sweep(args, console: Console) -> int:
     return result.exit_code
 
 
+def cmd_reproduce(args, console: Console) -> int:
+    from benchmarks.reproduce import (
+        HEADERS,
+        catalog_rows,
+        markdown,
+        reproduce,
+        rows,
+        verdict_counts,
+    )
+    from benchmarks.reproductions import TABLES, check_preset, table_named
+    from benchmarks.tracking import MlflowTracker
+
+    if args.list:
+        listing = Table(title="published tables (cost: wall time on a 2-core CPU, one core "
+                        "per run, all seeds)")  # fmt: skip
+        for header in ("table", "claim", "lines", "seeds", "quick", "cpu", "paper"):
+            listing.add_column(header)
+        for row in catalog_rows(list(TABLES.values())):
+            listing.add_row(*row)
+        console.print(listing)
+        return EXIT_OK
+    if args.table is None:
+        raise UsageError("reproduce needs a table name (see 'reproduce --list')")
+    table = table_named(args.table)
+    check_preset(args.preset)
+    if args.workers < 1:
+        raise UsageError(f"--workers must be >= 1 (got {args.workers})")
+    _report_plugin_errors(console)
+    tracker = MlflowTracker(args.tracking_uri)
+    say = (lambda line: log.info(line)) if args.markdown else console.print
+    outcome = reproduce(
+        table, tracker, args.preset, args.seeds, args.workers, args.warm,
+        run=not args.no_run, data_root=args.data_root, progress=say,
+    )  # fmt: skip
+    if args.markdown:
+        sys.stdout.write(markdown(outcome, tracker.uri))
+    else:
+        shown = Table(title=f"{table.title} ({table.name}, preset {args.preset})")
+        for header in HEADERS:
+            shown.add_column(header)
+        for row in rows(outcome):
+            shown.add_row(*row)
+        console.print(shown)
+        console.print(f"verdicts: {verdict_counts(outcome)}")
+    if outcome.failed:
+        console.print(f"{outcome.failed} cell(s) FAILED: their lines count as not run")
+    return EXIT_FAILED if outcome.failed else EXIT_OK
+
+
 def _results_command(name: str):
     def command(args, console: Console) -> int:
         from benchmarks import cli_results
@@ -515,6 +579,7 @@ COMMANDS = {
     "show": cmd_show,
     "evaluate": cmd_evaluate,
     "sweep": cmd_sweep,
+    "reproduce": cmd_reproduce,
     **{name: _results_command(name) for name in ("leaderboard", "report", "ui", "compare", "runs")},
 }
 

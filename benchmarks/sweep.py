@@ -205,19 +205,26 @@ class SweepResult:
 
 
 def plan_cells(spec: SweepSpec) -> dict[Cell, str]:
-    """Validate every cell before anything runs; returns each cell's config hash."""
+    """Validate every cell before anything runs; returns each cell's config hash.
+
+    A configuration is planned once for all its seeds (the hash leaves the seed out, and
+    the seeds were checked when parsed): a 10,000-cell sweep plans its grid points only."""
     from benchmarks.runner import plan_run
 
-    hashes = {}
+    hashes, by_setting = {}, {}
     for cell in spec.cells():
-        try:
-            plan = plan_run(
-                cell.method, spec.benchmark, cell.seed, dict(cell.overrides), spec.device,
-                spec.preset, data_root=spec.data_root,
-            )  # fmt: skip
-        except ConfigError as err:
-            raise ConfigError(f"{spec.origin}, {_layer_of(spec, str(err))}: {err}") from None
-        hashes[cell] = plan.config_hash()
+        setting = (cell.method, cell.overrides)
+        if setting not in by_setting:
+            try:
+                plan = plan_run(
+                    cell.method, spec.benchmark, cell.seed, dict(cell.overrides), spec.device,
+                    spec.preset, data_root=spec.data_root,
+                )  # fmt: skip
+            except ConfigError as err:
+                layer = _layer_of(spec, str(err))
+                raise ConfigError(f"{spec.origin}, {layer}: {err}") from None
+            by_setting[setting] = plan.config_hash()
+        hashes[cell] = by_setting[setting]
     return hashes
 
 

@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import psutil
 import pytest
@@ -24,6 +25,7 @@ from benchmarks.sweep import SWEEP_TAG
 from tests.helpers import python_env
 
 pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parents[1]
 
 ITERATIONS, LOG_EVERY, VAL_EVERY = 1500, 50, 500
 CELL = ["--set", f"iterations={ITERATIONS}", "--set", f"val_every={VAL_EVERY}",
@@ -221,18 +223,47 @@ def test_sigkill_of_the_sweep_driver(store):
     assert summary["sweep_runs_running"] == 0
 
 
-def test_a_ray_worker_killed_mid_cell(store):
+@pytest.mark.parametrize("warm", [False, True], ids=["cold", "warm"])
+def test_a_ray_worker_killed_mid_cell(store, warm):
     pytest.importorskip("ray")
-    sweep = _start(_sweep(store, "--backend", "ray", workers=2))
+    sweep = _start(_sweep(store, "--backend", "ray", *(["--warm"] if warm else []), workers=2))
     _training_cells(store, 1)
-    cell = _processes_running(store)[0]
-    worker = cell.parent()
+    if warm:  # the cell is a fork of the launcher that the task's worker started
+        launchers = [
+            p for p in psutil.process_iter(["cmdline"])
+            if "benchmarks.warm_cells" in " ".join(p.info["cmdline"] or [])
+            and p.parent() is not None and p.parent().name().startswith("ray::")
+        ]  # fmt: skip
+        cell = _wait(lambda: [c for p in launchers for c in p.children()], what="a warm cell")[0]
+        worker = cell.parent().parent()
+    else:
+        worker = _processes_running(store)[0].parent()
     assert worker is not None and worker.name().startswith("ray::")  # the task's worker
     worker.send_signal(signal.SIGKILL)  # the node's worker process dies; Ray retries the task
     out, _ = sweep.communicate(timeout=600)
     assert sweep.returncode == 0, out
-    summary = _account("Ray worker killed mid-cell (task retried)", store, cells=2)
+    mode = "warm cells" if warm else "cold cells"
+    summary = _account(f"Ray worker killed mid-cell (task retried; {mode})", store, cells=2)
     _assert_clean(summary)
+
+
+def test_ten_thousand_cell_sweep_on_two_ray_nodes_at_a_smaller_size(tmp_path):
+    """bench/ray_sweep_scale.py (issue 19's simulated large sweep) at 40 cells: a Ray
+    cluster of 2 local nodes, warm one-iteration cells, then the store counted with plain
+    SQL: exactly one FINISHED run per cell and nothing else."""
+    pytest.importorskip("ray")
+    out = tmp_path / "result.json"
+    done = subprocess.run(
+        [sys.executable, "bench/ray_sweep_scale.py", "--cells", "40", "--nodes", "2",
+         "--work", str(tmp_path / "work"), "--json", str(out)],
+        cwd=ROOT, env=python_env(), capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    result = json.loads(out.read_text())
+    assert result["exit_code"] == 0, result["summary"]
+    assert result["summary"].endswith("done 40, failed 0, skipped 0"), result["summary"]
+    assert result["runs_by_status"] == {"FINISHED": 40}
+    assert result["cells_by_finished_runs"] == {"1": 40}
 
 
 def test_sighup_of_a_run_then_resume(store):

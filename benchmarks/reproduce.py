@@ -1,0 +1,188 @@
+"""``python -m benchmarks reproduce TABLE``: run a published table's sweeps, then judge it.
+
+Each line of the table (:mod:`benchmarks.reproductions`) is run as an ordinary sweep of its
+configuration over the seeds (cells already FINISHED in the store are reused, so a second
+call only reads), then read back from the store by its configuration hash and judged.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import platform
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from benchmarks.reproductions import Claim, Judged, Table, judge_table
+from benchmarks.sweep import SweepSpec, parse_seeds, plan_cells, run_sweep
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """A table judged at a preset over some seeds; ``failed``: cells that failed to run."""
+
+    table: Table
+    preset: str
+    seeds: tuple[int, ...]
+    lines: list[Judged]
+    failed: int = 0
+
+
+def claim_spec(claim: Claim, preset: str, seeds: Sequence[int], data_root=None) -> SweepSpec:
+    """The sweep behind one line: its method and settings over the seeds."""
+    return SweepSpec(
+        benchmark=claim.benchmark,
+        methods=(claim.method,),
+        seeds=tuple(seeds),
+        settings=tuple(sorted(claim.overrides(preset).items())),
+        preset=claim.benchmark_preset.get(preset),
+        data_root=data_root,
+        origin=f"reproduce line {claim.label!r}",
+    )
+
+
+def values_by_seed(tracker, claim: Claim, spec: SweepSpec) -> dict[int, float]:
+    """The line's metric per seed, from the newest FINISHED run of each of its cells."""
+    from benchmarks.leaderboards import read_runs
+    from benchmarks.store_reader import open_reader
+
+    experiment = tracker.experiment_id(claim.benchmark, create=False)
+    if experiment is None:
+        return {}
+    hashes = set(plan_cells(spec).values())
+    reader = open_reader(tracker.uri, tracker.client)
+    newest: dict[int, tuple] = {}
+    for run in read_runs(reader, experiment, ("mesabench.config_hash", hashes)):
+        if run.status != "FINISHED" or run.method != claim.method or run.seed not in spec.seeds:
+            continue
+        value = run.metrics.get(claim.metric)
+        if value is None:
+            continue
+        if run.seed not in newest or run.start_time > newest[run.seed][0]:
+            newest[run.seed] = (run.start_time, value)
+    return {seed: value for seed, (_, value) in newest.items()}
+
+
+def reproduce(
+    table: Table,
+    tracker,
+    preset: str,
+    seeds: str | None = None,
+    workers: int = 1,
+    warm: bool = False,
+    run: bool = True,
+    data_root: str | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> Outcome:
+    """Run the table's missing cells (unless ``run`` is false), then judge every line."""
+    chosen = parse_seeds(seeds or table.seeds)
+    specs = {claim.label: claim_spec(claim, preset, chosen, data_root) for claim in table.claims}
+    for spec in specs.values():
+        plan_cells(spec)  # every line validated before anything runs
+    failed = 0
+    if run:
+        done: set[str] = set()
+        for claim in table.claims:
+            spec = specs[claim.label]
+            if spec.sweep_id() in done:
+                continue  # another line reads the same runs
+            done.add(spec.sweep_id())
+            if progress:
+                progress(f"line {claim.label!r}: {claim.method} on {claim.benchmark}")
+            result = run_sweep(spec, tracker, "local", workers, progress=progress, warm=warm)
+            failed += len(result.failed)
+            if result.interrupted:
+                raise KeyboardInterrupt
+    values = {c.label: values_by_seed(tracker, c, specs[c.label]) for c in table.claims}
+    return Outcome(table, preset, chosen, judge_table(table, values), failed)
+
+
+# -- presenting ----------------------------------------------------------------------------
+def _number(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4g}"
+
+
+def ours_text(line: Judged) -> str:
+    stats = line.ours
+    if stats.n == 0 or stats.mean is None:
+        return "-"
+    spread = "" if stats.std is None else f" ± {stats.std:.2g}"
+    return f"{stats.mean:.4g}{spread} (n={stats.n})"
+
+
+def target_text(line: Judged) -> str:
+    claim = line.claim
+    if claim.versus is not None:
+        return f"{_number(line.target)} ({claim.versus})"
+    return _number(claim.paper)
+
+
+def difference_text(line: Judged) -> str:
+    diff = line.difference
+    if line.verdict in ("basis", "not run") or diff.mean is None:
+        return "-"
+    if diff.ci95 is None:
+        return f"{diff.mean:+.3g}"
+    return f"{diff.mean:+.3g} [{diff.mean - diff.ci95:+.3g}, {diff.mean + diff.ci95:+.3g}]"
+
+
+HEADERS = ("line", "method", "metric", "target", "ours: mean ± std over seeds (n)",
+           "ours - target: mean [95% CI, Student t]", "band", "verdict")  # fmt: skip
+
+
+def rows(outcome: Outcome) -> list[tuple[str, ...]]:
+    return [
+        (line.claim.label, line.claim.method, line.claim.metric, target_text(line),
+         ours_text(line), difference_text(line), line.claim.band_text(), line.verdict)
+        for line in outcome.lines
+    ]  # fmt: skip
+
+
+def verdict_counts(outcome: Outcome) -> str:
+    order = ("reproduced", "within noise", "not reproduced", "not run")
+    counts = {v: sum(line.verdict == v for line in outcome.lines) for v in order}
+    return ", ".join(f"{counts[v]} {v}" for v in order if counts[v])
+
+
+def markdown(outcome: Outcome, uri: str) -> str:
+    """The table as docs/RESULTS.md carries it, with the command and store it came from."""
+    table = outcome.table
+    seeds = ",".join(map(str, outcome.seeds))
+    today = datetime.date.today().isoformat()
+    machine = f"{platform.machine()}, {os.cpu_count()} cores"
+    lines = [
+        f"#### {table.title} (`{table.name}`)",
+        "",
+        f"Source: {table.source}. Preset `{outcome.preset}`, seeds {seeds}. Generated "
+        f"{today} on {machine} by `python -m benchmarks reproduce {table.name} --preset "
+        f"{outcome.preset} --seeds {seeds} --markdown --tracking-uri {uri}`.",
+        "",
+    ]
+    if table.note:
+        lines += [table.note, ""]
+    lines += ["| " + " | ".join(HEADERS) + " |", "|" + "---|" * len(HEADERS)]
+    lines += ["| " + " | ".join(row) + " |" for row in rows(outcome)]
+    lines += ["", f"Verdicts: {verdict_counts(outcome)}."]
+    return "\n".join(lines) + "\n"
+
+
+def catalog_rows(tables: Sequence[Table]) -> list[tuple[str, ...]]:
+    """``reproduce --list``: each table with its lines, runs and measured cost per preset."""
+    out = []
+    for table in tables:
+        n_seeds = len(parse_seeds(table.seeds))
+        costs = []
+        for preset in ("quick", "cpu", "paper"):
+            cost = table.cost_s(preset, n_seeds)
+            runs = table.runs_per_seed(preset) * n_seeds
+            costs.append(f"{runs} runs, {_duration(cost)}")
+        out.append((table.name, table.title, str(len(table.claims)), table.seeds, *costs))
+    return out
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "cost not measured"
+    if seconds < 3600:
+        return f"~{max(1, round(seconds / 60))} CPU-min"
+    return f"~{seconds / 3600:.1f} CPU-h"

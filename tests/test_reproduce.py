@@ -1,0 +1,200 @@
+"""``reproduce``: verdicts against hand-computed answers, and a table run end to end."""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+
+import pytest
+from mlflow.tracking import MlflowClient
+from scipy import stats as scipy_stats
+
+from benchmarks.cli import main
+from benchmarks.reproduce import claim_spec, markdown, reproduce
+from benchmarks.reproductions import TABLES, Claim, Table, check_catalog, judge
+from benchmarks.sweep import plan_cells
+from benchmarks.tracking import MlflowTracker
+from tests.helpers import python_env
+
+PAPER = Claim("a line", "sinusoid-5shot", "maml", "final/test_loss", paper=1.0,
+              tolerance=0.02, relative=True)  # fmt: skip
+
+
+def _t_interval(values):
+    """Mean and 95% Student-t half-width, by scipy (not our statistics module)."""
+    n = len(values)
+    mean = sum(values) / n
+    std = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
+    return mean, scipy_stats.t.ppf(0.975, n - 1) * std / math.sqrt(n)
+
+
+def test_a_mean_inside_the_band_is_reproduced():
+    line = judge(PAPER, {0: 1.01, 1: 0.99, 2: 1.015})
+    assert line.verdict == "reproduced"
+    mean, half = _t_interval([0.01, -0.01, 0.015])
+    assert line.difference.mean == pytest.approx(mean, abs=1e-12)
+    assert line.difference.ci95 == pytest.approx(half, rel=1e-6)
+
+
+def test_outside_the_band_with_an_interval_reaching_it_is_within_noise():
+    # mean difference 0.05 > 0.02, but with two seeds the t interval (t = 12.71) is wide
+    line = judge(PAPER, {0: 1.0, 1: 1.1})
+    assert line.verdict == "within noise"
+    mean, half = _t_interval([0.0, 0.1])
+    assert mean - half <= 0.02 < mean
+
+
+def test_an_interval_wholly_outside_the_band_is_not_reproduced():
+    assert judge(PAPER, {0: 1.10, 1: 1.11, 2: 1.09}).verdict == "not reproduced"
+    assert judge(PAPER, {0: 1.05}).verdict == "not reproduced"  # n = 1: no interval
+    assert judge(PAPER, {0: 1.019}).verdict == "reproduced"
+    assert judge(PAPER, {}).verdict == "not run"
+
+
+def test_one_sided_bands():
+    floor = Claim("acc", "b", "m", "final/test_accuracy", paper=0.987, check="at_least",
+                  tolerance=0.007)  # fmt: skip
+    assert judge(floor, {0: 0.9801}).verdict == "reproduced"  # 98.0 or better
+    assert judge(floor, {0: 0.9799}).verdict == "not reproduced"
+    assert judge(floor, {0: 0.999}).verdict == "reproduced"  # above the paper is fine
+    ceiling = Claim("loss", "b", "m", "final/test_loss", paper=0.133, check="at_most")
+    assert judge(ceiling, {0: 0.111}).verdict == "reproduced"
+    assert judge(ceiling, {0: 0.1331}).verdict == "not reproduced"
+
+
+def test_a_relation_is_paired_over_the_seeds_both_lines_have():
+    claim = Claim("b >= a", "bench", "m", "final/x", versus="a", check="at_least")
+    versus = {0: 1.0, 1: 2.0, 2: 3.0}
+    ours = {0: 1.01, 1: 2.02, 2: 3.00, 3: -100.0}  # seed 3 has no partner: left out
+    line = judge(claim, ours, versus)
+    assert line.target == pytest.approx(2.0)  # the other line's mean over shared seeds
+    mean, half = _t_interval([0.01, 0.02, 0.0])
+    assert line.difference.n == 3
+    assert line.difference.mean == pytest.approx(mean)
+    assert line.difference.ci95 == pytest.approx(half, rel=1e-6)
+    assert line.verdict == "reproduced"
+    # Unpaired, the seeds' spread (std 1.0) would swamp a consistent -0.05 shortfall;
+    # paired, it is clear.
+    below = judge(claim, {0: 0.95, 1: 1.95, 2: 2.95}, versus)
+    assert below.verdict == "not reproduced"
+    assert judge(claim, ours, {}).verdict == "not run"
+    assert judge(Claim("basis", "b", "m", "final/x"), ours).verdict == "basis"
+
+
+def test_the_catalog_is_consistent_and_every_line_plans(tmp_path):
+    """Every line of every table is a valid plan at every preset (bad keys would exit 2
+    at the user's first reproduce)."""
+    check_catalog()
+    for table in TABLES.values():
+        for claim in table.claims:
+            for preset in ("quick", "cpu", "paper"):
+                plan_cells(claim_spec(claim, preset, (0,), str(tmp_path)))
+    with pytest.raises(ValueError, match="unknown line"):
+        check_catalog([Table("t", "t", "s", (Claim("x", "b", "m", "final/x", versus="y"),))])
+
+
+TINY = {"iterations": "1", "val_every": "1", "val_tasks": "2", "test_tasks": "8"}
+TINY_TABLE = Table(
+    "tiny",
+    "fomaml against maml after one iteration",
+    "this test",
+    (
+        Claim("maml", "sinusoid-5shot", "maml", "final/test_loss", TINY),
+        Claim(
+            "fomaml = maml (paired)",
+            "sinusoid-5shot",
+            "fomaml",
+            "final/test_loss",
+            TINY,
+            versus="maml",
+            tolerance=0.5,
+            relative=True,
+        ),
+        Claim(
+            "maml, published",
+            "sinusoid-5shot",
+            "maml",
+            "final/test_loss",
+            TINY,
+            paper=123.0,
+            tolerance=0.02,
+            relative=True,
+        ),
+    ),  # fmt: skip
+    seeds="0-1",
+)
+
+
+def test_a_table_runs_its_sweeps_then_reads_the_store_and_reuses_it(tmp_path):
+    tracker = MlflowTracker(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    lines: list[str] = []
+    outcome = reproduce(TINY_TABLE, tracker, "quick", workers=1, progress=lines.append)
+    # The numbers, read back independently through MLflow's client.
+    client = MlflowClient(tracker.uri)
+    experiment = client.get_experiment_by_name("sinusoid-5shot").experiment_id
+    finals: dict[tuple[str, int], float] = {}
+    for run in client.search_runs([experiment], "attributes.status = 'FINISHED'"):
+        if "mesabench.method" in run.data.tags:
+            key = (run.data.tags["mesabench.method"], int(run.data.tags["mesabench.seed"]))
+            finals[key] = run.data.metrics["final/test_loss"]
+    assert len(finals) == 4  # two methods x two seeds: the published line reused maml's runs
+    maml, paired, published = outcome.lines
+    assert maml.verdict == "basis"
+    assert maml.ours.mean == pytest.approx((finals["maml", 0] + finals["maml", 1]) / 2)
+    differences = [finals["fomaml", s] - finals["maml", s] for s in (0, 1)]
+    assert paired.difference.mean == pytest.approx(sum(differences) / 2)
+    assert paired.target == pytest.approx(maml.ours.mean)
+    assert published.verdict == "not reproduced"  # a sinusoid loss is nowhere near 123
+    assert sum("done" in line for line in lines) == 4
+    # A second call runs nothing and judges the same numbers.
+    lines.clear()
+    again = reproduce(TINY_TABLE, tracker, "quick", workers=1, progress=lines.append)
+    assert not any(line.startswith("done") for line in lines)
+    assert [x.difference.mean for x in again.lines] == [x.difference.mean for x in outcome.lines]
+    text = markdown(again, tracker.uri)
+    assert "| fomaml = maml (paired) | fomaml | final/test_loss |" in text
+    assert "Verdicts: 1 reproduced" in text or "Verdicts: 1 not reproduced" in text
+    # Judging only the store: another seed is simply not run.
+    fresh = reproduce(TINY_TABLE, tracker, "quick", seeds="5", run=False)
+    assert [x.verdict for x in fresh.lines] == ["not run", "not run", "not run"]
+
+
+def test_reproduce_command_line_errors_exit_2(capsys):
+    assert main(["reproduce", "no-such-table"]) == 2
+    assert "unknown table 'no-such-table'" in capsys.readouterr().err
+    assert main(["reproduce", "icml23-one-step", "--preset", "fast"]) == 2
+    assert "--preset must be one of quick, cpu, paper" in capsys.readouterr().err
+    assert main(["reproduce"]) == 2
+
+
+def test_reproduce_list_names_every_table_with_its_cost():
+    out = subprocess.run(
+        [sys.executable, "-m", "benchmarks", "reproduce", "--list"], env=python_env(COLUMNS="250"),
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    for name in TABLES:
+        assert name in out.stdout
+    assert "CPU-min" in out.stdout
+
+
+@pytest.mark.slow
+def test_the_one_step_table_reproduces_at_the_quick_preset(tmp_path):
+    """icml23-one-step end to end through the command line at the quick preset, one seed:
+    the GD lines are the closed form's and the code's numbers (a fitted rate, no training
+    to speak of), so they must be reproduced; then --no-run prints the same markdown."""
+    store = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    command = [sys.executable, "-m", "benchmarks", "reproduce", "icml23-one-step", "--seeds",
+               "0", "--markdown", "--tracking-uri", store]  # fmt: skip
+    first = subprocess.run(command, env=python_env(), capture_output=True, text=True,
+                           timeout=900)  # fmt: skip
+    assert first.returncode == 0, first.stderr[-3000:]
+    table = first.stdout
+    for line in ("one GD step, U(-0.5, 0.5)", "one GD step, U(-1, 1)"):
+        (row,) = [r for r in table.splitlines() if r.startswith(f"| {line} |")]
+        assert row.endswith("| reproduced |"), row
+    again = subprocess.run([*command, "--no-run"], env=python_env(), capture_output=True,
+                           text=True, timeout=300)  # fmt: skip
+    assert again.returncode == 0
+    assert again.stdout == table
