@@ -78,6 +78,56 @@ def test_sparse_maml_on_omniglot_fixture_logs_accuracy_and_sparsity_by_layer(
     assert run.data.params["method.inner_lr"] == "0.4"
 
 
+class PixelMatcher:
+    """A few-shot learner with a known score: it finds each query's true label by matching
+    its top-left pixel (the fixture's class id) with the support set's, answers right on
+    the first k queries of a task and wrong on the rest (k cycling over tasks), and writes
+    down each task's true accuracy as it goes."""
+
+    uses_inner_steps = False
+
+    def __init__(self, ways: int):
+        self.ways, self.task_accuracy, self._k = ways, [], 0
+
+    def predict(self, support_x, support_y, query_x, steps):
+        support_key = support_x.flatten(2)[..., 0]
+        query_key = query_x.flatten(2)[..., 0]
+        match = (query_key[:, :, None] == support_key[:, None, :]).float().argmax(dim=-1)
+        truth = torch.gather(support_y, 1, match)
+        prediction = truth.clone()
+        queries = truth.shape[1]
+        for task in range(truth.shape[0]):
+            right = self._k % (queries + 1)
+            self._k += 1
+            prediction[task, right:] = (truth[task, right:] + 1) % self.ways
+            self.task_accuracy.append(right / queries)
+        return torch.nn.functional.one_hot(prediction, self.ways).float()
+
+
+def test_few_shot_accuracy_and_its_ci_have_known_answers(data_root):
+    """The meta-test's accuracy is the mean of the tasks' true accuracies and its CI the
+    normal 95% half-width over tasks (1.96 s / sqrt(n)), computed here with numpy and
+    scipy from what the learner wrote down: a scaled accuracy or a wrong quantile fails."""
+    import numpy as np
+    from scipy.stats import norm
+
+    from benchmarks.protocols.episodic import EpisodicConfig, EpisodicProtocol
+    from benchmarks.recording import MemoryRecorder
+
+    write_omniglot(data_root)
+    source = FewShotConfig(ways=5, shots=2, queries=4, val_classes=6).build()
+    config = EpisodicConfig(test_tasks=130, eval_chunk=40, eval_steps=(1,))
+    protocol = EpisodicProtocol(config, source, 0, MemoryRecorder(), torch.device("cpu"))
+    learner = PixelMatcher(ways=5)
+    final = protocol.meta_test(learner)
+    truth = np.array(learner.task_accuracy)
+    assert len(truth) == 130 and truth.std() > 0.2  # 0, 1/4, ..., 1 in turn
+    assert final["final/test_accuracy"] == pytest.approx(truth.mean(), abs=1e-7)  # float32
+    half_width = norm.ppf(0.975) * truth.std(ddof=1) / np.sqrt(len(truth))
+    assert final["final/test_accuracy_ci95"] == pytest.approx(half_width, rel=1e-4)  # 1.96, rounded
+    assert final["final/test_tasks"] == 130
+
+
 @pytest.mark.parametrize("fmt", ["pickle", "csv"])
 def test_miniimagenet_runs_end_to_end_in_both_formats(data_root, store, fmt):
     (write_miniimagenet_pickles if fmt == "pickle" else write_miniimagenet_csv)(data_root)

@@ -114,6 +114,80 @@ def test_every_batch_is_scored_before_its_labels_are_given(data_root):
     assert "final/boundary_precision" not in final
 
 
+class HalfOracle(OnlineMethod):
+    """Right on every Omniglot batch (it draws the batch being scored from the stream
+    itself), class 0 on every other; flags a boundary where ``flags`` says."""
+
+    def __init__(self, stream, seed: int, flags=None):
+        self.stream, self.seed, self.tasks, self.step = stream, seed, stream.tasks(seed), 0
+        self.flags = flags
+
+    def predict(self, x):
+        batch = self.stream.batch(self.tasks, self.seed, self.step)
+        assert torch.equal(batch.x, x)  # the batch being scored, before its labels
+        right = SOURCES[batch.source] == "omniglot"
+        labels = batch.y if right else torch.zeros(len(x), dtype=torch.long)
+        return torch.nn.functional.one_hot(labels, 10).float()
+
+    def observe(self, x, y):
+        flag = {} if self.flags is None else {"boundary": float(self.flags[self.step])}
+        self.step += 1
+        return {"loss": 0.0, **flag}
+
+    def reports_boundaries(self) -> bool:
+        return self.flags is not None
+
+    def state_dict(self) -> dict[str, Any]:
+        return {}
+
+    def load_state_dict(self, state) -> None:
+        pass
+
+
+def _online_run(stream, learner) -> dict[str, float]:
+    protocol = OnlineProtocol(
+        OnlineConfig(pretrain_iterations=0, log_every=50), stream, 0, MemoryRecorder(),
+        torch.device("cpu"),
+    )  # fmt: skip
+    return protocol.run(learner)
+
+
+def test_cumulative_and_per_source_accuracy_have_known_answers(data_root):
+    """An oracle on Omniglot batches and a constant predictor elsewhere: Omniglot scores
+    exactly 1, MNIST and Fashion-MNIST exactly 0.1 (5 of each batch's 50 are class 0), and
+    the cumulative accuracy is their step-weighted mean, counted here from the task list."""
+    stream = OsakaConfig(p=0.9, steps=300, **SMALL).build()
+    final = _online_run(stream, HalfOracle(stream, 0))
+    source_of_step = stream.tasks(0).source[stream.tasks(0).task_of_step]
+    counts = {name: int((source_of_step == i).sum()) for i, name in enumerate(SOURCES)}
+    assert min(counts.values()) > 0 and sum(counts.values()) == 300
+    assert final["final/accuracy/omniglot"] == 1.0
+    for other in SOURCES[1:]:
+        assert final[f"final/accuracy/{other}"] == pytest.approx(0.1, abs=1e-12)
+    expected = (counts["omniglot"] + 0.1 * (300 - counts["omniglot"])) / 300
+    assert final["final/cumulative_accuracy"] == pytest.approx(expected, abs=1e-12)
+    assert final["final/tasks"] == int(stream.tasks(0).task_of_step[-1]) + 1
+
+
+def test_boundary_precision_and_recall_through_the_protocol(data_root):
+    """Flags exactly at the switches score 1 / 1; a flag at every step has recall 1 and
+    precision = switches / (steps - 1) (step 0 starts the stream and is not scored); no
+    missed switch goes unnoticed."""
+    stream = OsakaConfig(p=0.9, steps=200, **SMALL).build()
+    switched = stream.tasks(0).switched
+    exact = _online_run(stream, HalfOracle(stream, 0, switched.tolist()))
+    assert exact["final/boundary_precision"] == 1.0 and exact["final/boundary_recall"] == 1.0
+    always = _online_run(stream, HalfOracle(stream, 0, [True] * 200))
+    switches = int(switched[1:].sum())
+    assert always["final/boundary_recall"] == 1.0
+    assert always["final/boundary_precision"] == pytest.approx(switches / 199, abs=1e-12)
+    first_half = [bool(s) and i < 100 for i, s in enumerate(switched.tolist())]
+    half = _online_run(stream, HalfOracle(stream, 0, first_half))
+    late = int(switched[100:].sum())
+    assert half["final/boundary_precision"] == 1.0
+    assert half["final/boundary_recall"] == pytest.approx((switches - late) / switches)
+
+
 def test_boundary_scores_on_hand_made_detections():
     switched = torch.tensor([False, True, False, False, True, False])
     detected = torch.tensor([False, True, True, False, False, False])

@@ -166,7 +166,8 @@ class OnlineProtocol(Protocol):
     def begin(self, method: OnlineMethod, state: RunState) -> None:
         steps = self.source.config.steps
         state.progress = {
-            "correct_by_step": torch.full((steps,), math.nan),
+            # float64: a stream's mean of per-step fractions stays exact to ~1e-16.
+            "correct_by_step": torch.full((steps,), math.nan, dtype=torch.float64),
             "detected": torch.zeros(steps, dtype=torch.bool),
             "pretrain_time": self.pretrain_time,
         }
@@ -180,7 +181,7 @@ class OnlineProtocol(Protocol):
             batch = stream.batch(self.tasks, self.seed, step)
             x, y = batch.x.to(self.device), batch.y.to(self.device)
             # Test, then train: the labels reach the learner only after it is scored.
-            correct = (method.predict(x).argmax(dim=-1) == y).float().mean().item()
+            correct = (method.predict(x).argmax(dim=-1) == y).sum().item() / len(y)
             metrics = method.observe(x, y)
             accuracy = (correct_so_far + correct) / (step + 1)
             done = self.step_done(state, {**metrics, "accuracy": accuracy}, f"stream step {step}")
