@@ -128,8 +128,29 @@ _EPISODIC = [
 _COMMON = [
     (r"final/train_time_s", "lower", "training wall time in seconds"),
     (r"final/num_params", None, "number of learned parameters"),
-    (r"final/sparsity/.+", None, "fraction of gradient entries gated off (per tensor)"),
-    (r"final/sparsity/overall", None, "fraction of gradient entries gated off (all tensors)"),
+    (
+        r"final/sparsity/.+",
+        None,
+        "fraction of gradient entries gated off (per tensor), at the end of training",
+    ),
+    (
+        r"final/sparsity/overall",
+        None,
+        "fraction of gradient entries gated off (all tensors, "
+        "weighted by size), at the end of training",
+    ),
+    (
+        r"final/scored_sparsity/.+",
+        None,
+        "fraction of gradient entries gated off (per tensor) "
+        "in the weights the test metrics were computed with",
+    ),
+    (
+        r"final/scored_sparsity/overall",
+        None,
+        "fraction of gradient entries gated off (all "
+        "tensors, weighted by size) in the weights the test metrics were computed with",
+    ),
 ]
 _CONTINUAL = [
     (r"final/ra", "higher", "retained accuracy: mean accuracy over all tasks after the stream"),

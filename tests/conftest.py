@@ -25,6 +25,23 @@ def _nothing_written_into_the_repository():
     assert before or not stray.exists(), f"a test wrote {stray}"
 
 
+def _default_store_state() -> dict[str, float]:
+    """What the default store (./runs) holds: its entries and their modification times."""
+    runs = ROOT / "runs"
+    if not runs.is_dir():
+        return {}
+    return {entry.name: entry.stat().st_mtime for entry in runs.iterdir()}
+
+
+@pytest.fixture(autouse=True)
+def _no_test_writes_the_default_store():
+    """Every test that runs the CLI passes an explicit store: one that fell back to the
+    default (./runs) would mix test runs into the user's results."""
+    before = _default_store_state()
+    yield
+    assert _default_store_state() == before, "this test wrote into ./runs (pass a store)"
+
+
 @pytest.fixture
 def store(tmp_path: Path) -> str:
     """A fresh SQLite tracking URI (absolute path) inside the test's temp dir."""

@@ -76,6 +76,20 @@ def test_sparse_maml_on_omniglot_fixture_logs_accuracy_and_sparsity_by_layer(
     artifacts = {a.path for a in client.list_artifacts(run.info.run_id)}
     assert {"sparsity_by_depth.png", "sparsity.png", "sparsity_per_tensor.csv"} <= artifacts
     assert run.data.params["method.inner_lr"] == "0.4"
+    # Known answers from the saved learners' masks (fraction of m < 0; overall weighted by
+    # the tensors' sizes): final/sparsity is the last weights', final/scored_sparsity the
+    # weights the test metrics came from (the best meta-validation checkpoint).
+    for learner, prefix in (("final", "final/sparsity/"), ("best", "final/scored_sparsity/")):
+        path = client.download_artifacts(run.info.run_id, f"learner/{learner}.pt")
+        masks = torch.load(path, weights_only=False)["state"]["modulation"]
+        off = {k.removeprefix("values.").replace("__", "."): (m < 0).double() for k, m in
+               masks.items()}  # fmt: skip
+        for tensor, gated in off.items():
+            assert metrics[prefix + tensor] == pytest.approx(gated.mean().item(), abs=1e-7)
+        overall = sum(g.sum().item() for g in off.values()) / sum(g.numel() for g in off.values())
+        assert metrics[prefix + "overall"] == pytest.approx(overall, abs=1e-7)
+        unweighted = sum(g.mean().item() for g in off.values()) / len(off)
+        assert abs(overall - unweighted) > 1e-3  # the weighting is what is tested
 
 
 class PixelMatcher:

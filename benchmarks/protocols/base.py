@@ -183,6 +183,9 @@ class Protocol:
         final.update(self.finish(method, state))
         final["final/num_params"] = float(method.num_parameters())
         final.update(self.sparsity_metrics(method, final_sparsity, "final/sparsity/"))
+        # finish() may score other weights (the best meta-validation checkpoint): the
+        # sparsity of the weights the test metrics came from, named apart.
+        final.update(self.sparsity_metrics(method, method.sparsity(), "final/scored_sparsity/"))
         self.recorder.log_metrics(final, step=self.final_step(state))
         self.log_figures(state)
         self._log_sparsity_figures(state.sparsity_history, final_sparsity)
