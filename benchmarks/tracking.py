@@ -50,7 +50,11 @@ log = logging.getLogger("mesabench")
 
 #: How long a write waits out other writers holding the SQLite lock (parallel sweeps).
 LOCK_RETRY_SECONDS = 60.0
-CHECKPOINT_PATH = "checkpoints/last.pt"
+#: A run's checkpoints alternate between two files, each holding a sequence number: a save
+#: cut short (a kill mid-upload) can spoil only the file being written, and loading takes
+#: the newest file that reads whole. (``last.pt``: the single file of runs saved before.)
+CHECKPOINT_SLOTS = ("checkpoints/slot-a.pt", "checkpoints/slot-b.pt")
+LEGACY_CHECKPOINT_PATH = "checkpoints/last.pt"
 CONFIG_PATH = "config.json"
 #: Where a run keeps a trained learner (``final``: as training ended; ``best``: the
 #: best-on-validation weights, where the protocol validates).
@@ -277,6 +281,8 @@ class MlflowTracker:
         self.plan_body: dict[str, Any] | None = None
         #: Called just before the run is closed (e.g. to stop a metrics monitor in time).
         self.before_close: list[Any] = []
+        #: Number of the newest checkpoint saved or loaded (CHECKPOINT_SLOTS).
+        self._checkpoint_sequence = 0
 
     # -- experiments and runs -----------------------------------------------------------
     def experiment_id(self, benchmark: str, create: bool = True) -> str | None:
@@ -377,8 +383,22 @@ class MlflowTracker:
         self._start_heartbeat()
 
     def load_checkpoint(self) -> dict[str, Any] | None:
+        """The newest checkpoint that reads whole (None if the run saved none)."""
         assert self.run_id is not None
-        return self._load_saved(self.run_id, CHECKPOINT_PATH)
+        newest: dict[str, Any] | None = None
+        for slot in CHECKPOINT_SLOTS:
+            try:
+                body = self._load_saved(self.run_id, slot)
+            except Exception as err:  # a save cut short: the other slot holds the one before
+                log.warning("checkpoint %s of run %s is unreadable (%s); using the other",
+                            slot, self.run_id, str(err).splitlines()[0][:120])  # fmt: skip
+                continue
+            if body is not None and (newest is None or body["sequence"] > newest["sequence"]):
+                newest = body
+        if newest is None:
+            return self._load_saved(self.run_id, LEGACY_CHECKPOINT_PATH)
+        self._checkpoint_sequence = newest["sequence"]
+        return newest["state"]
 
     def _load_saved(self, run_id: str, path: str) -> dict[str, Any] | None:
         """A ``torch.save``'d artifact of the run, or None if it has none at ``path``."""
@@ -422,11 +442,14 @@ class MlflowTracker:
         self._last_flush = time.monotonic()
 
     def save_checkpoint(self, state: dict[str, Any]) -> None:
+        """Save into the slot not holding the newest checkpoint (see CHECKPOINT_SLOTS)."""
         self.flush()  # metrics up to the checkpoint are on disk before it is
+        self._checkpoint_sequence += 1
+        slot = CHECKPOINT_SLOTS[self._checkpoint_sequence % 2]
         with tempfile.TemporaryDirectory() as tmp:
-            path = Path(tmp) / Path(CHECKPOINT_PATH).name
-            torch.save(state, path)
-            self.client.log_artifact(self.run_id, str(path), "checkpoints")
+            path = Path(tmp) / Path(slot).name
+            torch.save({"sequence": self._checkpoint_sequence, "state": state}, path)
+            self.client.log_artifact(self.run_id, str(path), str(Path(slot).parent))
 
     def log_datasets(self, files: list[dict[str, Any]]) -> None:
         """The run's data as MLflow dataset inputs, one per split it draws from (context

@@ -152,7 +152,7 @@ def interrupt_after_checkpoint(args: list[str], store_dir: Path, benchmark: str,
     )  # fmt: skip
     artifacts = store_dir / "artifacts" / benchmark
     deadline = time.monotonic() + 180
-    while not list(artifacts.glob("*/artifacts/checkpoints/last.pt")):
+    while not complete_checkpoint(artifacts):
         assert process.poll() is None, process.communicate()
         assert time.monotonic() < deadline, "no checkpoint appeared"
         time.sleep(0.2)
@@ -200,3 +200,17 @@ def stop_server(process: subprocess.Popen) -> None:
         child.kill()
     process.kill()
     process.wait(timeout=30)
+
+
+def complete_checkpoint(artifacts: Path) -> bool:
+    """Whether a run under ``artifacts`` (an experiment's folder) has saved a checkpoint that
+    reads whole (one still being written does not count)."""
+    import torch
+
+    for path in artifacts.glob("*/artifacts/checkpoints/slot-*.pt"):
+        try:
+            torch.load(path, map_location="cpu", weights_only=False)
+            return True
+        except Exception:
+            continue
+    return False

@@ -13,7 +13,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from benchmarks.cli import main
-from tests.helpers import ROOT, TINY, python_env
+from tests.helpers import ROOT, TINY, complete_checkpoint, python_env
 
 
 def _db(store: str) -> Path:
@@ -213,7 +213,7 @@ def test_interrupted_run_is_killed_and_resumes_to_identical_numbers(store, tmp_p
     )
     artifacts = _db(store).parent / "artifacts" / "sinusoid-5shot"
     deadline = time.monotonic() + 120
-    while not list(artifacts.glob("*/artifacts/checkpoints/last.pt")):
+    while not complete_checkpoint(artifacts):
         assert proc.poll() is None, proc.stdout.read()
         assert time.monotonic() < deadline, "no checkpoint appeared"
         time.sleep(0.2)

@@ -22,7 +22,7 @@ from benchmarks.lifecycle import HEARTBEAT_TAG, INTERVAL_ENV, is_stale
 from benchmarks.runner import plan_run
 from benchmarks.sweep import check_ray_resources
 from benchmarks.tracking import MlflowTracker
-from tests.helpers import CONTINUAL_TINY, TINY, free_port, python_env
+from tests.helpers import CONTINUAL_TINY, TINY, complete_checkpoint, free_port, python_env
 from tests.image_fixtures import write_mnist
 
 LONG = ["--set", "iterations=3000", "--set", "val_every=1000", "--set", "test_tasks=50",
@@ -51,7 +51,7 @@ def _start(store, *extra, **env):
 def _wait_for_checkpoint(store, process, timeout=120):
     artifacts = _db(store).parent / "artifacts" / "sinusoid-5shot"
     deadline = time.monotonic() + timeout
-    while not list(artifacts.glob("*/artifacts/checkpoints/last.pt")):
+    while not complete_checkpoint(artifacts):
         assert process.poll() is None, process.communicate()
         assert time.monotonic() < deadline, "no checkpoint appeared"
         time.sleep(0.2)
@@ -181,6 +181,35 @@ def test_resume_of_a_finished_run_is_refused_and_leaves_it_finished(store, capsy
     assert "is FINISHED" in err and len(err.strip().splitlines()) == 1
     (again,) = _runs(store)
     assert again.info.status == "FINISHED" and again.info.end_time == run.info.end_time
+
+
+def test_a_checkpoint_save_cut_short_leaves_the_one_before_usable(store):
+    """Checkpoints alternate between two files: a save killed mid-upload (here: the file it
+    was writing, truncated as a kill would leave it) spoils only that file, and loading
+    falls back to the previous checkpoint; the next save goes to the other slot again."""
+    from benchmarks.runner import plan_run
+    from benchmarks.tracking import CHECKPOINT_SLOTS, MlflowTracker
+
+    tracker = MlflowTracker(store)
+    run_id = tracker.start(plan_run("fomaml", "sinusoid-5shot", 0, device="cpu"), "built-in")
+    for iteration in (1, 2, 3):
+        tracker.save_checkpoint({"iteration": iteration, "payload": list(range(5000))})
+    tracker.finish("KILLED", error="interrupted")
+    reopened = MlflowTracker(store)
+    reopened.run_id = run_id
+    assert reopened.load_checkpoint()["iteration"] == 3
+    # The third save went to slot a (1: b, 2: a... counting from 1): cut it short.
+    artifacts = Path(store.removeprefix("sqlite:///")).parent / "artifacts" / "sinusoid-5shot"
+    newest = artifacts / run_id / "artifacts" / CHECKPOINT_SLOTS[3 % 2]
+    data = newest.read_bytes()
+    newest.write_bytes(data[: len(data) // 2])
+    again = MlflowTracker(store)
+    again.run_id = run_id
+    assert again.load_checkpoint()["iteration"] == 2  # the one before, whole
+    again.save_checkpoint({"iteration": 4})  # overwrites the spoilt slot, not the good one
+    last = MlflowTracker(store)
+    last.run_id = run_id
+    assert last.load_checkpoint()["iteration"] == 4
 
 
 @pytest.mark.parametrize("written_by", [None, "online"])
