@@ -398,3 +398,49 @@ def test_an_episodic_method_on_a_stream_is_refused_with_the_protocols(capsys):
     assert main(["run", "--method", "maml", "--benchmark", "mnist-rotations"]) == 2
     err = capsys.readouterr().err
     assert "supports protocols ['episodic']" in err and "'continual'" in err
+
+
+def test_an_interrupted_cli_run_resumes_through_the_store_to_the_same_numbers(
+    tmp_path, store, monkeypatch, capsys
+):
+    """La-MAML on a rotated-MNIST fixture stream, interrupted in its second task (the
+    checkpoint written after the first is in the store), resumed by id from the store:
+    every final number equals an uninterrupted run's, and the KILLED run is the one that
+    FINISHED."""
+    from mlflow.tracking import MlflowClient
+
+    from benchmarks.cli import main
+    from benchmarks.progress import TrainingProgress
+    from tests.helpers import CONTINUAL_TINY
+    from tests.image_fixtures import write_mnist
+
+    write_mnist(tmp_path / "data")
+    monkeypatch.setenv("MESABENCH_DATA", str(tmp_path / "data"))
+    args = ["run", "--method", "lamaml", "--benchmark", "mnist-rotations", *CONTINUAL_TINY,
+            "--set", "glances=2", "--seed", "3", "--tracking-uri", store]  # fmt: skip
+    original = TrainingProgress.__call__
+
+    def interrupt(self, done, metrics):
+        if done == 3:  # the first batch of task 2 (two batches per task)
+            raise KeyboardInterrupt
+        original(self, done, metrics)
+
+    monkeypatch.setattr(TrainingProgress, "__call__", interrupt)
+    assert main(args) == 130
+    monkeypatch.setattr(TrainingProgress, "__call__", original)
+    client = MlflowClient(store)
+    experiment = client.get_experiment_by_name("mnist-rotations").experiment_id
+    (killed,) = client.search_runs([experiment])
+    assert killed.info.status == "KILLED"
+    assert main(["run", "--resume", killed.info.run_id, "--tracking-uri", store]) == 0
+    assert "from iteration 2" in capsys.readouterr().out.replace("\n", " ")
+    assert main(args) == 0
+    runs = {r.info.run_id: r for r in client.search_runs([experiment])}
+    resumed = runs.pop(killed.info.run_id)
+    (whole,) = runs.values()
+    assert resumed.info.status == "FINISHED"
+    finals = {k: v for k, v in whole.data.metrics.items()
+              if k.startswith("final/") and "time" not in k and "per_s" not in k}  # fmt: skip
+    assert {"final/ra", "final/bti", "final/la", "final/fwt"} <= set(finals)
+    for key, value in finals.items():
+        assert resumed.data.metrics[key] == value, key
