@@ -48,7 +48,11 @@ def test_mesa_learns_in_context_and_logs_the_loss_by_position():
     curve = [value for _, value in recorder.metrics["analysis/loss_by_t"]]
     assert len(curve) == 19
     assert final["final/loss_t19"] == pytest.approx(curve[-1])
-    assert final["final/test_loss"] < 5.0  # the zero predictor's loss is 0.5 * D = 5
+    # The zero predictor scores 0.5 * D = 5 at every position; after 200 steps one mesa layer
+    # is 17% below it overall (4.17) and learns in context: its last positions are a third
+    # below its first (3.45 at t = 19 vs 5.11 at t = 1).
+    assert final["final/test_loss"] < 0.9 * 5.0
+    assert final["final/loss_t19"] < 0.75 * final["final/loss_t1"]
 
 
 def test_hybrid_stack_starts_with_causal_softmax_attention():

@@ -19,15 +19,20 @@ def test_maml_beats_both_baselines_on_sinusoid_with_the_default_budget():
     maml = _final("maml", "sinusoid-5shot")
     frozen = _final("no_adaptation", "sinusoid-5shot")
     finetune = _final("finetune", "sinusoid-5shot")
-    assert maml["final/test_loss_steps10"] < 0.8
-    assert frozen["final/test_loss"] > 2.0  # joint training learns ~the mean function
+    # Trivial learners: predicting zero scores E[A^2]/2 ~ 4.2, joint training (the mean
+    # function) ~3.0. RESULTS.md: maml 0.425 +- 0.021 over seeds 0-2 after 10 steps.
+    assert frozen["final/test_loss"] > 2.0
+    assert maml["final/test_loss_steps10"] < 0.5
+    assert maml["final/test_loss_steps10"] < 0.2 * frozen["final/test_loss"]
     assert maml["final/test_loss_steps10"] < 0.5 * finetune["final/test_loss_steps10"]
 
 
 def test_sparse_maml_learns_and_gates_off_part_of_the_gradient():
     final = _final("sparse_maml", "sinusoid-5shot")
-    assert final["final/test_loss_steps10"] < 0.8
-    assert 0.2 < final["final/sparsity/overall"] < 0.95
+    # RESULTS.md over seeds 0-2: 0.301 +- 0.007 after 10 steps (zero predictor ~4.2),
+    # sparsity 0.72 +- 0.04 (it starts near 0.5: masks initialised about half off).
+    assert final["final/test_loss_steps10"] < 0.36
+    assert 0.6 < final["final/sparsity/overall"] < 0.85
 
 
 def test_metasgd_beats_fixed_rate_gd_on_linreg_default_budget():
