@@ -1,0 +1,106 @@
+"""The known-answer tests catch wrong scoring lines (pytest -m slow).
+
+Each case copies the repository, changes one scoring line as a plausible bug would (an
+accuracy scaled by 0.98, a CI with 1.80 in place of 1.96, a per-source accuracy taken over
+all sources, ...), and runs the fast tests that pin that number: they must fail. A case
+whose line no longer exists fails too, so the list follows the code.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from tests.helpers import ROOT, python_env
+
+pytestmark = pytest.mark.slow
+
+FEWSHOT = "tests/test_fewshot_runs.py"
+OSAKA = "tests/test_osaka.py"
+CONTINUAL = "tests/test_continual.py"
+
+MUTATIONS = {
+    "accuracy scaled by 0.98": (
+        "methods/losses.py",
+        "return (prediction.argmax(dim=-1) == target).float().mean(dim=1)",
+        "return (prediction.argmax(dim=-1) == target).float().mean(dim=1) * 0.98",
+        [FEWSHOT, "-k", "known_answers"],
+    ),
+    "CI with 1.80 for 1.96": (
+        "benchmarks/metrics.py",
+        "1.96 * t.std(unbiased=True)",
+        "1.80 * t.std(unbiased=True)",
+        [FEWSHOT, "-k", "known_answers"],
+    ),
+    "per-source accuracy over all sources": (
+        "benchmarks/protocols/online.py",
+        "correct_by_step[steps_of_source].mean().item()",
+        "correct_by_step.mean().item()",
+        [OSAKA, "-k", "known_answers"],
+    ),
+    "cumulative accuracy scaled by 0.98": (
+        "benchmarks/protocols/online.py",
+        "cumulative = correct_by_step.mean().item()",
+        "cumulative = 0.98 * correct_by_step.mean().item()",
+        [OSAKA, "-k", "known_answers"],
+    ),
+    "boundary recall over all steps": (
+        "benchmarks/protocols/online.py",
+        'scores = boundary_scores(p["detected"][1:], tasks.switched[1:])',
+        'scores = boundary_scores(p["detected"], tasks.switched)',
+        [OSAKA, "-k", "through_the_protocol"],
+    ),
+    "overall sparsity unweighted": (
+        "benchmarks/protocols/base.py",
+        "sizes = method.tensor_sizes() or dict.fromkeys(per_tensor, 1)",
+        "sizes = dict.fromkeys(per_tensor, 1)",
+        [FEWSHOT, "-k", "sparsity_by_layer"],
+    ),
+    "retained accuracy from the wrong row": (
+        "benchmarks/metrics.py",
+        '"ra": r[-1].mean().item()',
+        '"ra": r[-2].mean().item()',
+        [CONTINUAL],
+    ),
+}
+
+
+def _copy(tmp_path, change=None):
+    copy = tmp_path / "repo"
+    shutil.copytree(ROOT, copy, ignore=shutil.ignore_patterns(
+        ".git", "runs", "__pycache__", "*.egg-info", "mlartifacts"))  # fmt: skip
+    if change is not None:
+        path, line, wrong = change
+        source = (copy / path).read_text()
+        assert source.count(line) == 1, f"{path} no longer has the line this case changes"
+        (copy / path).write_text(source.replace(line, wrong))
+    return copy
+
+
+def _pytest(copy, tests, basetemp) -> subprocess.CompletedProcess:
+    # The copy's packages come first on the path (the editable install points at ROOT).
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", *tests, "-q", "-x", "-p", "no:cacheprovider",
+         "--basetemp", str(basetemp)],
+        cwd=copy, env=python_env(PYTHONPATH=str(copy)), capture_output=True, text=True,
+        timeout=600,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("name", list(MUTATIONS))
+def test_a_wrong_scoring_line_fails_the_fast_tests(name, tmp_path):
+    path, line, wrong, tests = MUTATIONS[name]
+    done = _pytest(_copy(tmp_path, (path, line, wrong)), tests, tmp_path / "pt")
+    assert done.returncode == 1, f"{name}: the fast tests passed\n{done.stdout[-1500:]}"
+    assert "failed" in done.stdout
+
+
+def test_the_same_tests_pass_in_an_unchanged_copy(tmp_path):
+    """The control: the copy itself is sound, so the failures above are the mutations'."""
+    copy = _copy(tmp_path)
+    for i, tests in enumerate(sorted({tuple(case[3]) for case in MUTATIONS.values()})):
+        done = _pytest(copy, list(tests), tmp_path / f"pt{i}")
+        assert done.returncode == 0, f"{tests}: {done.stdout[-2000:]}"
