@@ -18,8 +18,8 @@ same test tasks for every method of a benchmark):
 
 Presets set the budget: ``quick`` (minutes on a laptop, a smoke check: verdicts at this
 budget say little about the paper), ``cpu`` (the budget docs/RESULTS.md reports on a 2-core
-CPU) and ``paper`` (the published budget). ``cost_s`` gives the measured wall seconds of
-one run at a preset on the 2-core CPU (None: not measured).
+CPU) and ``paper`` (the published budget). ``cost_s`` gives the wall seconds of one run at
+a preset on the 2-core CPU, measured or extrapolated from a measured run (absent: unknown).
 """
 
 from __future__ import annotations
@@ -58,7 +58,8 @@ class Claim:
     #: The band's width: a fraction of the target (``relative``) or in the metric's units.
     tolerance: float = 0.0
     relative: bool = False
-    #: Measured wall seconds of one run on the 2-core CPU, per preset.
+    #: Wall seconds of one run on the 2-core CPU (one core each), per preset: measured, or
+    #: extrapolated linearly in iterations from a measured run of the same line.
     cost_s: Mapping[str, float] = field(default_factory=dict)
 
     def overrides(self, preset: str) -> dict[str, str]:
@@ -97,7 +98,7 @@ class Table:
         return len({_run_key(c, preset) for c in self.claims})
 
     def cost_s(self, preset: str, seeds: int) -> float | None:
-        """Measured wall seconds of the whole table on one core, or None if not measured."""
+        """Wall seconds of the whole table on one core, or None where a run's cost is unknown."""
         per_run: dict[tuple, float | None] = {}
         for claim in self.claims:
             per_run[_run_key(claim, preset)] = claim.cost_s.get(preset)
@@ -206,7 +207,7 @@ def _icml23() -> Table:
                 paper=0.2047,
                 tolerance=0.02,
                 relative=True,
-                cost_s={"cpu": 6.0},
+                cost_s={"quick": 1.8, "cpu": 2.0, "paper": 2.0},
             ),
             Claim(
                 lsa_half,
@@ -218,7 +219,7 @@ def _icml23() -> Table:
                 paper=0.2049,
                 tolerance=0.02,
                 relative=True,
-                cost_s={"cpu": 15.0, "paper": 25.0},
+                cost_s={"quick": 7.3, "cpu": 17.0, "paper": 28.0},
             ),
             Claim(
                 f"{lsa_half} = GD (paired)",
@@ -230,7 +231,7 @@ def _icml23() -> Table:
                 versus=gd_half,
                 tolerance=0.01,
                 relative=True,
-                cost_s={"cpu": 15.0, "paper": 25.0},
+                cost_s={"quick": 7.3, "cpu": 17.0, "paper": 28.0},
             ),
             Claim(
                 "sensitivity cosine LSA vs GD, U(-0.5, 0.5)",
@@ -242,7 +243,7 @@ def _icml23() -> Table:
                 paper=0.9994,
                 check="at_least",
                 tolerance=0.002,
-                cost_s={"cpu": 15.0, "paper": 25.0},
+                cost_s={"quick": 7.3, "cpu": 17.0, "paper": 28.0},
             ),
             Claim(
                 gd_one,
@@ -254,7 +255,7 @@ def _icml23() -> Table:
                 paper=0.825,
                 tolerance=0.02,
                 relative=True,
-                cost_s={"cpu": 6.0},
+                cost_s={"quick": 1.8, "cpu": 2.0, "paper": 2.0},
             ),
             Claim(
                 f"{lsa_one} = GD (paired)",
@@ -266,7 +267,7 @@ def _icml23() -> Table:
                 versus=gd_one,
                 tolerance=0.01,
                 relative=True,
-                cost_s={"cpu": 20.0, "paper": 20.0},
+                cost_s={"quick": 7.1, "cpu": 23.0, "paper": 23.0},
             ),
         ),  # fmt: skip
         note="U(-1, 1) is the paper text's range (0.825 is REFERENCE's closed form for one GD "
@@ -288,7 +289,7 @@ def _gdssm() -> Table:
                 "final/test_loss",
                 _HALF,
                 _icl(200, 500, 500),
-                cost_s={"cpu": 6.0},
+                cost_s={"quick": 1.8, "cpu": 2.0, "paper": 2.0},
             ),
             Claim(
                 "1-layer GD-SSM = GD (paired)",
@@ -300,7 +301,7 @@ def _gdssm() -> Table:
                 versus=gd,
                 tolerance=0.02,
                 relative=True,
-                cost_s={"cpu": 100.0, "paper": 100.0},
+                cost_s={"quick": 10.4, "cpu": 40.0, "paper": 40.0},
             ),
         ),  # fmt: skip
     )
@@ -309,23 +310,30 @@ def _gdssm() -> Table:
 def _multistep() -> Table:
     claims = []
     published = {2: (0.154, 0.133), 3: (0.129, 0.113)}
+    # Seconds per run measured at the quick preset (GD / GD++ 2,000 steps, LSA 1,500); the
+    # cpu and paper budgets (20,000 / 5,000) extrapolated in proportion.
+    quick_s = {2: (3.6, 5.7, 14.0), 3: (4.4, 12.4, 25.2)}
+
+    def cost(seconds: float, factor: float) -> dict[str, float]:
+        return {"quick": seconds, "cpu": seconds * factor, "paper": seconds * factor}
+
     for k, (gd_value, gdpp_value) in published.items():
         gd, gdpp = f"{k} tied GD steps", f"{k} tied GD++ steps"
         tied = {**_HALF, "steps": str(k), "tied": "true"}
         lsa = {**_HALF, "layers": str(k), "tied": "true"}
+        gd_s, gdpp_s, lsa_s = quick_s[k]
         claims += [
             Claim(gd, "linreg-icl", "gd", "final/test_loss", tied, _icl(2000, 20000, 20000),
-                  paper=gd_value, tolerance=0.03, relative=True,
-                  cost_s={"cpu": 120.0, "paper": 120.0}),
+                  paper=gd_value, tolerance=0.03, relative=True, cost_s=cost(gd_s, 10)),
             Claim(gdpp, "linreg-icl", "gdpp", "final/test_loss", tied,
                   _icl(2000, 20000, 20000), paper=gdpp_value, check="at_most",
-                  cost_s={"cpu": 240.0, "paper": 240.0}),
+                  cost_s=cost(gdpp_s, 10)),
             Claim(f"{k}-layer tied LSA = GD++ (paired)", "linreg-icl", "lsa",
                   "final/test_loss", lsa, _icl(1500, 5000, 5000), versus=gdpp,
-                  tolerance=0.03, relative=True, cost_s={"cpu": 40.0, "paper": 40.0}),
+                  tolerance=0.03, relative=True, cost_s=cost(lsa_s, 5000 / 1500)),
             Claim(f"{k}-layer tied LSA below GD (paired)", "linreg-icl", "lsa",
                   "final/test_loss", lsa, _icl(1500, 5000, 5000), versus=gd,
-                  check="at_most", cost_s={"cpu": 40.0, "paper": 40.0}),
+                  check="at_most", cost_s=cost(lsa_s, 5000 / 1500)),
         ]  # fmt: skip
     return Table(
         "multistep-lsa-gdpp",
@@ -352,7 +360,7 @@ def _mesa() -> Table:
                 "final/test_loss",
                 {},
                 budget,
-                cost_s={"cpu": 95.0, "paper": 95.0},
+                cost_s={"quick": 6.8, "cpu": 95.0, "paper": 95.0},
             ),
             Claim(
                 "1 mesa layer below it (paired)",
@@ -363,7 +371,7 @@ def _mesa() -> Table:
                 budget,
                 versus=lsa,
                 check="at_most",
-                cost_s={"cpu": 195.0, "paper": 195.0},
+                cost_s={"quick": 12.8, "cpu": 195.0, "paper": 195.0},
             ),
         ),  # fmt: skip
     )
@@ -449,7 +457,11 @@ def _maml_omniglot() -> Table:
                           "val_every": "500" if ways == 5 else "350", "queries": "5"},
                   "paper": {"iterations": "60000"}}  # fmt: skip
         for method in ("maml", "sparse_maml"):
-            cost = {"cpu": 2600.0 if method == "maml" else 1300.0} if ways == 5 else {}
+            # Measured at 1,000 iterations on one core (RESULTS.md, Omniglot), extrapolated
+            # in proportion to the quick (300) and paper (60,000) budgets; 20-way: unknown.
+            per_iteration = 2.6 if method == "maml" else 1.3
+            cost = {"quick": 300 * per_iteration, "cpu": 1000 * per_iteration,
+                    "paper": 60000 * per_iteration} if ways == 5 else {}  # fmt: skip
             claims.append(
                 Claim(f"{method}, Omniglot {ways}-way 1-shot", f"omniglot-{ways}w1s", method,
                       "final/test_accuracy", setting, budget, paper=value,
@@ -477,7 +489,7 @@ def _sparse_depth() -> Table:
         claims.append(
             Claim(label, "omniglot-5w1s", "sparse_maml", f"final/sparsity/conv{layer}.weight",
                   setting, budget, versus=None if layer == 4 else f"conv{layer + 1} weight",
-                  check="at_least", cost_s={"cpu": 1300.0})
+                  check="at_least", cost_s={"quick": 390.0, "cpu": 1300.0, "paper": 78000.0})
         )  # fmt: skip
     return Table(
         "sparse-maml-depth",
