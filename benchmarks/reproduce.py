@@ -173,16 +173,17 @@ def catalog_rows(tables: Sequence[Table]) -> list[tuple[str, ...]]:
         n_seeds = len(parse_seeds(table.seeds))
         costs = []
         for preset in ("quick", "cpu", "paper"):
-            cost = table.cost_s(preset, n_seeds)
+            known, unknown = table.cost_s(preset, n_seeds)
             runs = table.runs_per_seed(preset) * n_seeds
-            costs.append(f"{runs} runs, {_duration(cost)}")
+            text = f"{runs} runs, {_duration(known)}" if known else f"{runs} runs"
+            if unknown:
+                text += f" ({unknown} unmeasured)" if known else ", cost not measured"
+            costs.append(text)
         out.append((table.name, table.title, str(len(table.claims)), table.seeds, *costs))
     return out
 
 
-def _duration(seconds: float | None) -> str:
-    if seconds is None:
-        return "cost not measured"
+def _duration(seconds: float) -> str:
     if seconds < 3600:
         return f"~{max(1, round(seconds / 60))} CPU-min"
     return f"~{seconds / 3600:.1f} CPU-h"

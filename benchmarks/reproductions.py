@@ -97,14 +97,14 @@ class Table:
         """Distinct runs per seed (lines that read other metrics of one run share it)."""
         return len({_run_key(c, preset) for c in self.claims})
 
-    def cost_s(self, preset: str, seeds: int) -> float | None:
-        """Wall seconds of the whole table on one core, or None where a run's cost is unknown."""
+    def cost_s(self, preset: str, seeds: int) -> tuple[float, int]:
+        """Wall seconds of the table's runs whose cost is known (one core each, all seeds),
+        and the number of runs whose cost is not."""
         per_run: dict[tuple, float | None] = {}
         for claim in self.claims:
             per_run[_run_key(claim, preset)] = claim.cost_s.get(preset)
-        if any(cost is None for cost in per_run.values()):
-            return None
-        return seeds * math.fsum(per_run.values())  # type: ignore[arg-type]
+        known = [cost for cost in per_run.values() if cost is not None]
+        return seeds * math.fsum(known), seeds * (len(per_run) - len(known))
 
 
 def _run_key(claim: Claim, preset: str) -> tuple:
@@ -386,20 +386,25 @@ _TABLE_45 = {
 
 def _thesis_45() -> Table:
     claims = []
+    # Seconds per run measured on mnist-rotations, seed 0 (quick: 5 tasks; cpu: the
+    # published 20 x 1,000 stream); sparse-La-MAML's cpu cost taken as La-MAML's. Many
+    # permutations (100 tasks, 10 glances) not measured.
+    measured = {"online_sgd": (2.5, 16.0), "lamaml": (5.0, 61.0), "sparse_lamaml": (5.0, 61.0)}
     for benchmark, rows in _TABLE_45.items():
         many = benchmark == "mnist-many-permutations"
         quick = {"tasks": "5", "train_per_task": "200" if not many else "100"}
         for method, value in rows.items():
-            cost = {"cpu": 900.0 if method != "online_sgd" else 60.0}
+            quick_s, cpu_s = measured[method]
+            cost = {"quick": quick_s} if many else {"quick": quick_s, "cpu": cpu_s,
+                                                    "paper": cpu_s}  # fmt: skip
             claims.append(
                 Claim(f"{method} RA, {benchmark}", benchmark, method, "final/ra",
-                      budget={"quick": quick}, paper=value, tolerance=0.02,
-                      cost_s=cost if not many else {})
+                      budget={"quick": quick}, paper=value, tolerance=0.02, cost_s=cost)
             )  # fmt: skip
         claims.append(
             Claim(f"sparse_lamaml >= lamaml, {benchmark} (paired)", benchmark, "sparse_lamaml",
                   "final/ra", budget={"quick": quick}, versus=f"lamaml RA, {benchmark}",
-                  check="at_least", cost_s={"cpu": 900.0} if not many else {})
+                  check="at_least", cost_s=claims[-1].cost_s)
         )  # fmt: skip
     return Table(
         "thesis-4.5",

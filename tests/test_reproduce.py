@@ -198,3 +198,14 @@ def test_the_one_step_table_reproduces_at_the_quick_preset(tmp_path):
                            text=True, timeout=300)  # fmt: skip
     assert again.returncode == 0
     assert again.stdout == table
+
+
+def test_a_tables_cost_counts_each_run_once_and_says_what_is_unmeasured():
+    table = Table("t", "t", "s", (
+        Claim("a", "sinusoid-5shot", "maml", "final/test_loss", cost_s={"cpu": 10.0}),
+        Claim("a again", "sinusoid-5shot", "maml", "final/test_loss_steps1",
+              cost_s={"cpu": 10.0}),  # the same run, another metric
+        Claim("b", "sinusoid-5shot", "fomaml", "final/test_loss"),
+    ))  # fmt: skip
+    assert table.runs_per_seed("cpu") == 2
+    assert table.cost_s("cpu", seeds=3) == (30.0, 3)
