@@ -438,9 +438,14 @@ def _thesis_46() -> Table:
             Claim(f"cmaml >= maml_frozen, p = {p} (paired)", benchmark, "maml_frozen", metric,
                   benchmark_preset=presets, versus=cmaml, check="at_most",
                   cost_s=cost(770.0, 290.0)),
-            Claim(f"sparse_cmaml >= cmaml, p = {p} (paired)", benchmark, "sparse_cmaml",
-                  metric, benchmark_preset=presets, versus=cmaml, check="at_least",
-                  cost_s=cost(550.0, 340.0)),
+            Claim(f"sparse_cmaml (first order) >= cmaml, p = {p} (paired)", benchmark,
+                  "sparse_cmaml", metric, benchmark_preset=presets, versus=cmaml,
+                  check="at_least", cost_s=cost(550.0, 340.0)),
+            # cmaml is second order: the like-for-like comparison differentiates through
+            # the straight-through mask too (cost not measured yet).
+            Claim(f"sparse_cmaml (second order) >= cmaml, p = {p} (paired)", benchmark,
+                  "sparse_cmaml", metric, {"first_order": "false"}, benchmark_preset=presets,
+                  versus=cmaml, check="at_least"),
         ]  # fmt: skip
     return Table(
         "thesis-4.6",
