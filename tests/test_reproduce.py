@@ -129,7 +129,9 @@ TINY_TABLE = Table(
 def test_a_table_runs_its_sweeps_then_reads_the_store_and_reuses_it(tmp_path):
     tracker = MlflowTracker(f"sqlite:///{tmp_path / 'mlflow.db'}")
     lines: list[str] = []
-    outcome = reproduce(TINY_TABLE, tracker, "quick", workers=1, progress=lines.append)
+    outcome = reproduce(
+        TINY_TABLE, tracker, "quick", workers=2, warm=True, progress=lines.append
+    )  # warm: forked cells, seconds not tens
     # The numbers, read back independently through MLflow's client.
     client = MlflowClient(tracker.uri)
     experiment = client.get_experiment_by_name("sinusoid-5shot").experiment_id

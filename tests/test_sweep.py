@@ -34,6 +34,7 @@ def _cells(runs):
     return [r for r in runs if SWEEP_TAG not in r.data.tags]
 
 
+@pytest.mark.slow  # a fault drill: four processes racing to create one store
 def test_processes_opening_a_fresh_store_at_once_all_succeed(tmp_path):
     # MLflow builds a new SQLite store's schema on first open; unguarded, four openers
     # at once collide mid-migration (table already exists / alembic version mismatch).
@@ -163,6 +164,7 @@ def _finished_keys(store):
     ]
 
 
+@pytest.mark.slow  # a fault drill: a real sweep interrupted mid-cell, then resumed
 def test_a_killed_sweep_resumes_with_the_remaining_cells_only(store, tmp_path):
     args = [sys.executable, "-m", "benchmarks", "sweep", "--benchmark", "sinusoid-5shot",
             "--methods", "maml", "--seeds", "0-3", "--set", "iterations=400",
@@ -220,12 +222,13 @@ def test_warm_cells_give_the_numbers_of_cold_ones_and_keep_failures_apart(tmp_pa
     finals = {}
     for mode in ("cold", "warm"):
         store = f"sqlite:///{tmp_path / mode / 'mlflow.db'}"
+        # One seed (the cold sweep of two seeds is the test above): 4 cells per mode.
         args = ["sweep", "--benchmark", "sinusoid-5shot", "--methods", "maml,fomaml",
-                "--seeds", "0-1", "--grid", "inner_lr=0.01,1e9", *FAST, "--workers", "2",
+                "--seeds", "0", "--grid", "inner_lr=0.01,1e9", *FAST, "--workers", "2",
                 "--tracking-uri", store, *(["--warm"] if mode == "warm" else [])]  # fmt: skip
         assert main(args) == 1  # the inner_lr=1e9 cells diverge
         out = capsys.readouterr().out
-        assert "done 4, failed 4, skipped 0" in out and "diverged at iteration" in out
+        assert "done 2, failed 2, skipped 0" in out and "diverged at iteration" in out
         finals[mode] = {
             (r.data.tags["mesabench.method"], r.data.params["method.inner_lr"],
              r.data.tags["mesabench.seed"], r.info.status): r.data.metrics.get("final/test_loss")
@@ -233,8 +236,8 @@ def test_warm_cells_give_the_numbers_of_cold_ones_and_keep_failures_apart(tmp_pa
         }  # fmt: skip
         if mode == "warm":
             assert main(args) == 1
-            assert "done 0, failed 4, skipped 4" in capsys.readouterr().out
-    assert len(finals["warm"]) == 8 and finals["warm"] == finals["cold"]
+            assert "done 0, failed 2, skipped 2" in capsys.readouterr().out
+    assert len(finals["warm"]) == 4 and finals["warm"] == finals["cold"]
 
 
 @pytest.mark.slow
