@@ -41,19 +41,19 @@ def claim_spec(claim: Claim, preset: str, seeds: Sequence[int], data_root=None) 
     )
 
 
-def values_by_seed(tracker, claim: Claim, spec: SweepSpec) -> dict[int, float]:
-    """The line's metric per seed, from the newest FINISHED run of each of its cells."""
+def values_by_seed(
+    tracker, reader, claim: Claim, seeds: Sequence[int], hashes: set[str]
+) -> dict[int, float]:
+    """The line's metric per seed, from the newest FINISHED run of each of its cells (the
+    runs of its configuration ``hashes``, read through ``reader``)."""
     from benchmarks.leaderboards import read_runs
-    from benchmarks.store_reader import open_reader
 
     experiment = tracker.experiment_id(claim.benchmark, create=False)
     if experiment is None:
         return {}
-    hashes = set(plan_cells(spec).values())
-    reader = open_reader(tracker.uri, tracker.client)
     newest: dict[int, tuple] = {}
     for run in read_runs(reader, experiment, ("mesabench.config_hash", hashes)):
-        if run.status != "FINISHED" or run.method != claim.method or run.seed not in spec.seeds:
+        if run.status != "FINISHED" or run.method != claim.method or run.seed not in seeds:
             continue
         value = run.metrics.get(claim.metric)
         if value is None:
@@ -75,10 +75,12 @@ def reproduce(
     progress: Callable[[str], None] | None = None,
 ) -> Outcome:
     """Run the table's missing cells (unless ``run`` is false), then judge every line."""
+    from benchmarks.store_reader import open_reader
+
     chosen = parse_seeds(seeds or table.seeds)
     specs = {claim.label: claim_spec(claim, preset, chosen, data_root) for claim in table.claims}
-    for spec in specs.values():
-        plan_cells(spec)  # every line validated before anything runs
+    # Every line validated before anything runs; its configuration hash kept for reading.
+    hashes = {label: set(plan_cells(spec).values()) for label, spec in specs.items()}
     failed = 0
     if run:
         done: set[str] = set()
@@ -93,7 +95,10 @@ def reproduce(
             failed += len(result.failed)
             if result.interrupted:
                 raise KeyboardInterrupt
-    values = {c.label: values_by_seed(tracker, c, specs[c.label]) for c in table.claims}
+    reader = open_reader(tracker.uri, tracker.client)
+    values = {
+        c.label: values_by_seed(tracker, reader, c, chosen, hashes[c.label]) for c in table.claims
+    }
     return Outcome(table, preset, chosen, judge_table(table, values), failed)
 
 
