@@ -7,6 +7,13 @@ step, and average. The meta-loss updates the modulation first (La-MAML's rates
 ``relu(alpha)``, or sparse-La-MAML's masks ``alpha0 * 1[m >= 0]``), then the weights move by
 the same modulated step: ``theta <- theta - rate * grad``. Both rates and masks are the
 gradient modulations of sparse-MAML; nothing here is specific to either.
+
+This follows the authors' MNIST code (``model/lamaml.py``), which produced the published
+MNIST numbers. Avalanche's ``LaMAML`` (``lamaml_v2``) follows their CIFAR code instead and
+differs in two ways: its inner step uses ``alpha`` itself where ours uses ``relu(alpha)``
+(a rate below zero stays frozen here, and keeps learning there), and it clamps each inner
+gradient entry to ``grad_clip``, which the MNIST code does not. Otherwise the two agree
+update for update (tests/test_lamaml_peer.py, which names every difference).
 """
 
 from __future__ import annotations
