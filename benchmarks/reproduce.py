@@ -1,8 +1,9 @@
 """``python -m benchmarks reproduce TABLE``: run a published table's sweeps, then judge it.
 
 Each line of the table (:mod:`benchmarks.reproductions`) is run as an ordinary sweep of its
-configuration over the seeds (cells already FINISHED in the store are reused, so a second
-call only reads), then read back from the store by its configuration hash and judged.
+configuration over the seeds, all lines' sweeps through one pool of workers (cells already
+FINISHED in the store are reused, so a second call only reads), then read back from the
+store by its configuration hash and judged.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from benchmarks.reproductions import Claim, Judged, Table, judge_table
-from benchmarks.sweep import SweepSpec, parse_seeds, plan_cells, run_sweep
+from benchmarks.sweep import SweepSpec, parse_seeds, plan_cells, run_sweeps
 
 
 @dataclass(frozen=True)
@@ -83,18 +84,18 @@ def reproduce(
     hashes = {label: set(plan_cells(spec).values()) for label, spec in specs.items()}
     failed = 0
     if run:
-        done: set[str] = set()
-        for claim in table.claims:
-            spec = specs[claim.label]
-            if spec.sweep_id() in done:
-                continue  # another line reads the same runs
-            done.add(spec.sweep_id())
-            if progress:
+        # One sweep per distinct configuration (lines may read the same runs), all through
+        # one pool of workers: a table's lines run side by side.
+        distinct = {spec.sweep_id(): spec for spec in specs.values()}
+        if progress:
+            for claim in table.claims:
                 progress(f"line {claim.label!r}: {claim.method} on {claim.benchmark}")
-            result = run_sweep(spec, tracker, "local", workers, progress=progress, warm=warm)
-            failed += len(result.failed)
-            if result.interrupted:
-                raise KeyboardInterrupt
+        results = run_sweeps(
+            list(distinct.values()), tracker, "local", workers, progress=progress, warm=warm
+        )
+        failed = sum(len(result.failed) for result in results)
+        if any(result.interrupted for result in results):
+            raise KeyboardInterrupt
     reader = open_reader(tracker.uri, tracker.client)
     values = {
         c.label: values_by_seed(tracker, reader, c, chosen, hashes[c.label]) for c in table.claims

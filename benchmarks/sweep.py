@@ -531,20 +531,82 @@ def run_sweep(
 ) -> SweepResult:
     """Run the cells of ``spec`` that have not finished yet; returns the summary. ``warm``
     forks cells from a process that imported everything once (one per Ray worker)."""
-    from mlflow.entities import Metric
+    return run_sweeps([spec], tracker, backend, workers, address, progress, warm)[0]
 
-    from benchmarks.lifecycle import Heartbeat
-    from benchmarks.tracking import write_tags
 
-    hashes = plan_cells(spec)  # all validation first: bad input runs nothing
+@dataclass
+class _Running:
+    """One sweep's bookkeeping while its cells run: its parent run, heartbeat and result."""
+
+    spec: SweepSpec
+    hashes: dict[Cell, str]
+    parent: str
+    heartbeat: Any
+    result: SweepResult
+    todo: list[Cell]
+
+
+def run_sweeps(
+    specs: Sequence[SweepSpec],
+    tracker,
+    backend: str = "local",
+    workers: int = 1,
+    address: str | None = None,
+    progress: Callable[[str], None] | None = None,
+    warm: bool = False,
+) -> list[SweepResult]:
+    """Several sweeps through one pool of workers (and one warm launcher): their cells run
+    side by side, each recorded under its own sweep's parent run, so a table of many small
+    sweeps keeps every worker busy. Returns one summary per sweep, in order."""
+    planned = [plan_cells(spec) for spec in specs]  # all validation first: bad input runs nothing
     cpus = os.cpu_count() or 1
     if backend == "ray":
-        runner: Any = RayBackend(address, spec.cpus_per_cell, spec.gpus_per_cell, workers, warm)
+        per_cell = {(spec.cpus_per_cell, spec.gpus_per_cell) for spec in specs}
+        if len(per_cell) > 1:
+            raise ConfigError("sweeps run together on Ray must ask the same cpus/gpus per cell")
+        cell_cpus, cell_gpus = per_cell.pop()
+        runner: Any = RayBackend(address, cell_cpus, cell_gpus, workers, warm)
         runner.connect()  # a cell no node can place is refused here, before anything runs
-        env = cell_env(max(1, int(spec.cpus_per_cell)), remote=True)
+        env = cell_env(max(1, int(cell_cpus)), remote=True)
     else:
         runner = LocalBackend(workers, warm)
         env = cell_env(max(1, cpus // workers))
+    say = progress or (lambda line: log.info(line))
+    running = [
+        _start_sweep(spec, hashes, tracker, say)
+        for spec, hashes in zip(specs, planned, strict=True)
+    ]
+    lock = threading.Lock()
+
+    def report(key: tuple[int, Cell], code: int, output: str) -> None:
+        index, cell = key
+        with lock:
+            _record_cell(running[index], tracker, cell, code, output, say)
+
+    jobs = [
+        ((index, cell), cell_command(sweep.spec, cell, tracker.uri, sweep.parent))
+        for index, sweep in enumerate(running)
+        for cell in sweep.todo
+    ]
+    interrupted = False
+    try:
+        runner.run(jobs, env, report)
+    except KeyboardInterrupt:
+        interrupted = True
+    finally:
+        for sweep in running:
+            sweep.heartbeat.stop()
+    for sweep in running:
+        sweep.result.interrupted = interrupted
+        _finish_sweep(sweep, tracker)
+    return [sweep.result for sweep in running]
+
+
+def _start_sweep(spec: SweepSpec, hashes: dict[Cell, str], tracker, say) -> _Running:
+    """Find what the store already holds, open (or re-open) the parent run."""
+    from benchmarks.lifecycle import Heartbeat
+    from benchmarks.tracking import write_tags
+
     result = SweepResult()
     keys = {(cell.method, hashes[cell], cell.seed) for cell in spec.cells()}
     finished, result.lost = store_state(tracker, spec.benchmark, keys)
@@ -556,37 +618,38 @@ def run_sweep(
             todo.append(cell)
     parent = parent_run(tracker, spec)
     heartbeat = Heartbeat(lambda tags: write_tags(tracker.client, parent, tags)).start()
-    say = progress or (lambda line: log.info(line))
     lost = f", {result.lost} lost run(s) closed as FAILED" if result.lost else ""
     say(f"sweep {spec.sweep_id()}: {len(todo)} to run, {len(result.skipped)} already "
         f"finished{lost}")  # fmt: skip
-    lock = threading.Lock()
+    return _Running(spec, hashes, parent, heartbeat, result, todo)
 
-    def report(cell: Cell, code: int, output: str) -> None:
-        with lock:
-            if code == 0:
-                result.done.append(cell)
-                say(f"done    {cell.label()}")
-            elif code == 3:  # --exclusive: another process finished it
-                result.elsewhere.append(cell)
-                say(f"elsewhere {cell.label()}: {_tail(output)}")
-            elif code in (130, -15, -2):  # the cell's own exit code for KILLED, or a signal
-                result.killed.append(cell)
-                say(f"killed  {cell.label()}")
-            else:
-                if code < 0:  # died by a signal (SIGKILL, out of memory): close its run
-                    close_dead_cell(tracker, spec.benchmark, cell, hashes[cell], parent, code)
-                reason = f"killed by signal {-code}" if code < 0 else _tail(output)
-                result.failed.append((cell, reason))
-                say(f"FAILED  {cell.label()}: {reason}")
 
-    jobs = [(cell, cell_command(spec, cell, tracker.uri, parent)) for cell in todo]
-    try:
-        runner.run(jobs, env, report)
-    except KeyboardInterrupt:
-        result.interrupted = True
-    finally:
-        heartbeat.stop()
+def _record_cell(sweep: _Running, tracker, cell: Cell, code: int, output: str, say) -> None:
+    """File one finished cell under its outcome (a cell's exit code says which)."""
+    result = sweep.result
+    if code == 0:
+        result.done.append(cell)
+        say(f"done    {cell.label()}")
+    elif code == 3:  # --exclusive: another process finished it
+        result.elsewhere.append(cell)
+        say(f"elsewhere {cell.label()}: {_tail(output)}")
+    elif code in (130, -15, -2):  # the cell's own exit code for KILLED, or a signal
+        result.killed.append(cell)
+        say(f"killed  {cell.label()}")
+    else:
+        if code < 0:  # died by a signal (SIGKILL, out of memory): close its run
+            benchmark, config_hash = sweep.spec.benchmark, sweep.hashes[cell]
+            close_dead_cell(tracker, benchmark, cell, config_hash, sweep.parent, code)
+        reason = f"killed by signal {-code}" if code < 0 else _tail(output)
+        result.failed.append((cell, reason))
+        say(f"FAILED  {cell.label()}: {reason}")
+
+
+def _finish_sweep(sweep: _Running, tracker) -> None:
+    """Close the parent run with the sweep's summary and counts."""
+    from mlflow.entities import Metric
+
+    result, spec, parent = sweep.result, sweep.spec, sweep.parent
     status = "KILLED" if result.interrupted else ("FAILED" if result.failed else "FINISHED")
     # One summary per invocation (a re-run of the sweep reuses its parent): none overwritten.
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
@@ -600,7 +663,6 @@ def run_sweep(
         parent, metrics=[Metric(f"sweep/{k}", float(len(v)), now, 0) for k, v in counts.items()]
     )
     tracker.client.set_terminated(parent, status=status)
-    return result
 
 
 def summary_line(result: SweepResult) -> str:

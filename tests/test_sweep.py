@@ -152,6 +152,32 @@ def test_local_sweep_isolates_failures_and_skips_finished_cells_on_rerun(store, 
     assert '"method": "?"' not in capsys.readouterr().out
 
 
+def test_sweeps_run_together_share_the_workers_and_keep_their_own_parents(store):
+    """Two one-cell sweeps through one pool of two workers: their cells run at the same
+    time, each under its own parent, and a second call runs nothing."""
+    from benchmarks.sweep import run_sweeps
+    from benchmarks.tracking import MlflowTracker
+
+    tracker = MlflowTracker(store)
+    specs = [
+        spec_from_args("sinusoid-5shot", method, "0", [], [*FAST[1::2], "iterations=60"])
+        for method in ("maml", "fomaml")
+    ]
+    results = run_sweeps(specs, tracker, workers=2)
+    assert [len(r.done) for r in results] == [1, 1] and not any(r.failed for r in results)
+    runs = _runs(store)
+    parents = {r.data.tags[SWEEP_TAG]: r for r in runs if SWEEP_TAG in r.data.tags}
+    assert set(parents) == {spec.sweep_id() for spec in specs}
+    assert all(p.info.status == "FINISHED" for p in parents.values())
+    for spec in specs:
+        (cell,) = [r for r in _cells(runs) if r.data.tags["mesabench.method"] == spec.methods[0]]
+        assert cell.data.tags["mlflow.parentRunId"] == parents[spec.sweep_id()].info.run_id
+    cells = _cells(runs)
+    assert max(r.info.start_time for r in cells) < min(r.info.end_time for r in cells)
+    again = run_sweeps(specs, tracker, workers=2)
+    assert [(len(r.done), len(r.skipped)) for r in again] == [(0, 1), (0, 1)]
+
+
 def _finished_keys(store):
     return [
         (
