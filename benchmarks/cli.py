@@ -137,6 +137,9 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--warm", action="store_true", help="fork cells from a warm launcher")
     rep.add_argument("--no-run", action="store_true",
                      help="only judge what the store holds (missing lines: not run)")  # fmt: skip
+    rep.add_argument("--lines", default=None,
+                     help="run only the lines whose label contains this (and what they are "
+                     "held to); every line is still judged from the store")  # fmt: skip
     rep.add_argument("--markdown", action="store_true", help="print the RESULTS.md table")
     rep.add_argument("--tracking-uri", default=None)
     rep.add_argument("--data-root", default=None, help="folder with real datasets")
@@ -519,6 +522,7 @@ def cmd_reproduce(args, console: Console) -> int:
     from benchmarks.reproduce import (
         HEADERS,
         catalog_rows,
+        lines_to_run,
         markdown,
         reproduce,
         rows,
@@ -542,12 +546,13 @@ def cmd_reproduce(args, console: Console) -> int:
     check_preset(args.preset)
     if args.workers < 1:
         raise UsageError(f"--workers must be >= 1 (got {args.workers})")
+    lines_to_run(table, args.lines)  # a typo refused before the store is opened
     _report_plugin_errors(console)
     tracker = MlflowTracker(args.tracking_uri)
     say = (lambda line: log.info(line)) if args.markdown else console.print
     outcome = reproduce(
         table, tracker, args.preset, args.seeds, args.workers, args.warm,
-        run=not args.no_run, data_root=args.data_root, progress=say,
+        run=not args.no_run, data_root=args.data_root, progress=say, lines=args.lines,
     )  # fmt: skip
     if args.markdown:
         sys.stdout.write(markdown(outcome, tracker.uri))

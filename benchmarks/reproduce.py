@@ -14,6 +14,7 @@ import platform
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from benchmarks.config import ConfigError
 from benchmarks.reproductions import Claim, Judged, Table, judge_table
 from benchmarks.sweep import SweepSpec, parse_seeds, plan_cells, run_sweeps
 
@@ -64,6 +65,25 @@ def values_by_seed(
     return {seed: value for seed, (_, value) in newest.items()}
 
 
+def lines_to_run(table: Table, text: str | None) -> tuple[Claim, ...]:
+    """The lines whose label contains ``text`` (any case), with the lines they are held to;
+    every line when ``text`` is None."""
+    if text is None:
+        return table.claims
+    chosen = {c.label for c in table.claims if text.lower() in c.label.lower()}
+    if not chosen:
+        labels = "; ".join(c.label for c in table.claims)
+        raise ConfigError(f"--lines: no line of {table.name} contains {text!r}; lines: {labels}")
+    by_label = {c.label: c for c in table.claims}
+    frontier = list(chosen)
+    while frontier:
+        versus = by_label[frontier.pop()].versus
+        if versus is not None and versus not in chosen:
+            chosen.add(versus)
+            frontier.append(versus)
+    return tuple(c for c in table.claims if c.label in chosen)
+
+
 def reproduce(
     table: Table,
     tracker,
@@ -74,11 +94,14 @@ def reproduce(
     run: bool = True,
     data_root: str | None = None,
     progress: Callable[[str], None] | None = None,
+    lines: str | None = None,
 ) -> Outcome:
-    """Run the table's missing cells (unless ``run`` is false), then judge every line."""
+    """Run the table's missing cells (unless ``run`` is false; only the lines matching
+    ``lines`` and what they are held to, when given), then judge every line from the store."""
     from benchmarks.store_reader import open_reader
 
     chosen = parse_seeds(seeds or table.seeds)
+    to_run = lines_to_run(table, lines)
     specs = {claim.label: claim_spec(claim, preset, chosen, data_root) for claim in table.claims}
     # Every line validated before anything runs; its configuration hash kept for reading.
     hashes = {label: set(plan_cells(spec).values()) for label, spec in specs.items()}
@@ -86,9 +109,9 @@ def reproduce(
     if run:
         # One sweep per distinct configuration (lines may read the same runs), all through
         # one pool of workers: a table's lines run side by side.
-        distinct = {spec.sweep_id(): spec for spec in specs.values()}
+        distinct = {specs[c.label].sweep_id(): specs[c.label] for c in to_run}
         if progress:
-            for claim in table.claims:
+            for claim in to_run:
                 progress(f"line {claim.label!r}: {claim.method} on {claim.benchmark}")
         results = run_sweeps(
             list(distinct.values()), tracker, "local", workers, progress=progress, warm=warm

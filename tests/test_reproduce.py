@@ -11,7 +11,7 @@ from mlflow.tracking import MlflowClient
 from scipy import stats as scipy_stats
 
 from benchmarks.cli import main
-from benchmarks.reproduce import claim_spec, markdown, reproduce
+from benchmarks.reproduce import claim_spec, lines_to_run, markdown, reproduce
 from benchmarks.reproductions import TABLES, Claim, Table, check_catalog, judge
 from benchmarks.sweep import plan_cells
 from benchmarks.tracking import MlflowTracker
@@ -162,12 +162,30 @@ def test_a_table_runs_its_sweeps_then_reads_the_store_and_reuses_it(tmp_path):
     assert [x.verdict for x in fresh.lines] == ["not run", "not run", "not run"]
 
 
+def test_lines_runs_only_the_chosen_lines_and_judges_the_rest_from_the_store(tmp_path):
+    chosen = lines_to_run(TINY_TABLE, "PAIRED")  # any case, with the line it is held to
+    assert [c.label for c in chosen] == ["maml", "fomaml = maml (paired)"]
+    tracker = MlflowTracker(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    outcome = reproduce(TINY_TABLE, tracker, "quick", seeds="0", lines="published", warm=True)
+    methods = [
+        r.data.tags["mesabench.method"]
+        for r in MlflowClient(tracker.uri).search_runs(
+            [tracker.experiment_id("sinusoid-5shot", create=False)]
+        )
+        if "mesabench.method" in r.data.tags
+    ]
+    assert methods == ["maml"]  # the published line needs maml's runs only
+    assert [x.verdict for x in outcome.lines] == ["basis", "not run", "not reproduced"]
+
+
 def test_reproduce_command_line_errors_exit_2(capsys):
     assert main(["reproduce", "no-such-table"]) == 2
     assert "unknown table 'no-such-table'" in capsys.readouterr().err
     assert main(["reproduce", "icml23-one-step", "--preset", "fast"]) == 2
     assert "--preset must be one of quick, cpu, paper" in capsys.readouterr().err
     assert main(["reproduce"]) == 2
+    assert main(["reproduce", "icml23-one-step", "--lines", "no such line"]) == 2
+    assert "--lines: no line of icml23-one-step contains 'no such line'" in capsys.readouterr().err
 
 
 def test_reproduce_list_names_every_table_with_its_cost():
