@@ -78,11 +78,11 @@ def _stream(scale: float) -> list[tuple[torch.Tensor, torch.Tensor]]:
 class Glance:
     """What one glance of our learner stepped on, and the state it left."""
 
-    def __init__(self, x, y, replay_x, replay_y, grad_norm: float):
+    def __init__(self, x, y, replay_x, replay_y, grad_norm: float, rates_positive: bool):
         self.x, self.y, self.replay_x, self.replay_y = x, y, replay_x, replay_y
         self.grad_norm = grad_norm  # the meta-gradient's norm before clipping
+        self.rates_positive_before = rates_positive  # every rate > 0 when the glance began
         self.state_after: torch.Tensor | None = None
-        self.rates_positive_before = True
 
 
 def _state(weights, rates) -> torch.Tensor:
@@ -110,12 +110,10 @@ def _ours(overrides: dict, batches, negative_rate: bool = False):
             glances[-1].state_after = state()
         positive = all(bool((r > 0).all()) for r in learner.modulation.parameters())
         loss, param_grads, rate_grads = lookahead(params, buffers, x, y, meta_x, meta_y)
-        glance = Glance(
+        glances.append(Glance(
             x.clone(), y.clone(), meta_x[len(x) :].clone(), meta_y[len(x) :].clone(),
-            torch.cat([g.flatten() for g in param_grads.values()]).norm().item(),
-        )  # fmt: skip
-        glance.rates_positive_before = positive
-        glances.append(glance)
+            torch.cat([g.flatten() for g in param_grads.values()]).norm().item(), positive,
+        ))  # fmt: skip
         return loss, param_grads, rate_grads
 
     learner.inner.lookahead_first_order = recorded  # records what it is given, changes nothing
