@@ -555,7 +555,7 @@ def cmd_reproduce(args, console: Console) -> int:
         run=not args.no_run, data_root=args.data_root, progress=say, lines=args.lines,
     )  # fmt: skip
     if args.markdown:
-        sys.stdout.write(markdown(outcome, tracker.uri))
+        sys.stdout.write(markdown(outcome, tracker.uri, args.lines, args.data_root))
     else:
         shown = Table(title=f"{table.title} ({table.name}, preset {args.preset})")
         for header in HEADERS:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime
 import os
 import platform
+import shlex
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -173,26 +174,45 @@ def verdict_counts(outcome: Outcome) -> str:
     return ", ".join(f"{counts[v]} {v}" for v in order if counts[v])
 
 
-def markdown(outcome: Outcome, uri: str) -> str:
+def command_line(
+    outcome: Outcome, uri: str, lines: str | None = None, data_root: str | None = None
+) -> str:
+    """The ``reproduce`` command that gives ``outcome`` again from the same store.
+
+    Everything that selects runs or numbers is in it (``--workers`` and ``--warm`` change
+    only the wall time, so they are left out).
+    """
+    words = ["python", "-m", "benchmarks", "reproduce", outcome.table.name,
+             "--preset", outcome.preset, "--seeds", ",".join(map(str, outcome.seeds))]  # fmt: skip
+    if lines:
+        words += ["--lines", lines]
+    if data_root:
+        words += ["--data-root", data_root]
+    words += ["--markdown", "--tracking-uri", uri]
+    return shlex.join(words)
+
+
+def markdown(
+    outcome: Outcome, uri: str, lines: str | None = None, data_root: str | None = None
+) -> str:
     """The table as docs/RESULTS.md carries it, with the command and store it came from."""
     table = outcome.table
     seeds = ",".join(map(str, outcome.seeds))
     today = datetime.date.today().isoformat()
     machine = f"{platform.machine()}, {os.cpu_count()} cores"
-    lines = [
+    text = [
         f"#### {table.title} (`{table.name}`)",
         "",
         f"Source: {table.source}. Preset `{outcome.preset}`, seeds {seeds}. Generated "
-        f"{today} on {machine} by `python -m benchmarks reproduce {table.name} --preset "
-        f"{outcome.preset} --seeds {seeds} --markdown --tracking-uri {uri}`.",
+        f"{today} on {machine} by `{command_line(outcome, uri, lines, data_root)}`.",
         "",
     ]
     if table.note:
-        lines += [table.note, ""]
-    lines += ["| " + " | ".join(HEADERS) + " |", "|" + "---|" * len(HEADERS)]
-    lines += ["| " + " | ".join(row) + " |" for row in rows(outcome)]
-    lines += ["", f"Verdicts: {verdict_counts(outcome)}."]
-    return "\n".join(lines) + "\n"
+        text += [table.note, ""]
+    text += ["| " + " | ".join(HEADERS) + " |", "|" + "---|" * len(HEADERS)]
+    text += ["| " + " | ".join(row) + " |" for row in rows(outcome)]
+    text += ["", f"Verdicts: {verdict_counts(outcome)}."]
+    return "\n".join(text) + "\n"
 
 
 def catalog_rows(tables: Sequence[Table]) -> list[tuple[str, ...]]:

@@ -154,7 +154,13 @@ def test_a_table_runs_its_sweeps_then_reads_the_store_and_reuses_it(tmp_path):
     again = reproduce(TINY_TABLE, tracker, "quick", workers=1, progress=lines.append)
     assert not any(line.startswith("done") for line in lines)
     assert [x.difference.mean for x in again.lines] == [x.difference.mean for x in outcome.lines]
-    text = markdown(again, tracker.uri)
+    text = markdown(again, tracker.uri, lines="fomaml = maml", data_root="/data dir")
+    # The provenance line is the command that gives this table again, quoted for a shell.
+    assert (
+        f"`python -m benchmarks reproduce {TINY_TABLE.name} --preset quick --seeds 0,1 "
+        f"--lines 'fomaml = maml' --data-root '/data dir' --markdown --tracking-uri "
+        f"{tracker.uri}`" in text
+    )
     assert "| fomaml = maml (paired) | fomaml | final/test_loss |" in text
     assert "Verdicts: 1 reproduced" in text or "Verdicts: 1 not reproduced" in text
     # Judging only the store: another seed is simply not run.
