@@ -572,10 +572,7 @@ def run_sweeps(
         runner = LocalBackend(workers, warm)
         env = cell_env(max(1, cpus // workers))
     say = progress or (lambda line: log.info(line))
-    running = [
-        _start_sweep(spec, hashes, tracker, say)
-        for spec, hashes in zip(specs, planned, strict=True)
-    ]
+    running: list[_Running] = []
     lock = threading.Lock()
 
     def report(key: tuple[int, Cell], code: int, output: str) -> None:
@@ -583,22 +580,42 @@ def run_sweeps(
         with lock:
             _record_cell(running[index], tracker, cell, code, output, say)
 
-    jobs = [
-        ((index, cell), cell_command(sweep.spec, cell, tracker.uri, sweep.parent))
-        for index, sweep in enumerate(running)
-        for cell in sweep.todo
-    ]
-    interrupted = False
+    # Whatever stops the sweeps early (Ctrl-C, a lost Ray head, a store error while the
+    # later parents open), every parent already opened is closed KILLED, with the cells
+    # that did finish counted: resumable, never left RUNNING.
+    failure: BaseException | None = None
     try:
+        for spec, hashes in zip(specs, planned, strict=True):
+            running.append(_start_sweep(spec, hashes, tracker, say))
+        jobs = [
+            ((index, cell), cell_command(sweep.spec, cell, tracker.uri, sweep.parent))
+            for index, sweep in enumerate(running)
+            for cell in sweep.todo
+        ]
         runner.run(jobs, env, report)
-    except KeyboardInterrupt:
-        interrupted = True
+    except KeyboardInterrupt as error:
+        # Once every sweep has started, Ctrl-C ends them with their summaries; before, it
+        # goes on up (there is no summary for a sweep that never started).
+        failure = error if len(running) < len(specs) else None
+        for sweep in running:
+            sweep.result.interrupted = True
+    except BaseException as error:
+        failure = error
+        for sweep in running:
+            sweep.result.interrupted = True
     finally:
         for sweep in running:
             sweep.heartbeat.stop()
     for sweep in running:
-        sweep.result.interrupted = interrupted
-        _finish_sweep(sweep, tracker)
+        try:
+            _finish_sweep(sweep, tracker)
+        except Exception:
+            if failure is None:
+                raise
+            # The store itself may be what failed; the stale heartbeat flags the parent.
+            log.warning("sweep %s: its parent run could not be closed", sweep.spec.sweep_id())
+    if failure is not None:
+        raise failure
     return [sweep.result for sweep in running]
 
 

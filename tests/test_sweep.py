@@ -178,6 +178,37 @@ def test_sweeps_run_together_share_the_workers_and_keep_their_own_parents(store)
     assert [(len(r.done), len(r.skipped)) for r in again] == [(0, 1), (0, 1)]
 
 
+def test_sweeps_stopped_by_an_error_close_every_parent_killed_and_resume(store, monkeypatch):
+    """The pool fails after one cell (as a lost Ray head would): the error goes on up, both
+    parents are closed KILLED (none left RUNNING) with the finished cell counted, and the
+    next call runs only the cell that did not finish."""
+    from benchmarks.sweep import LocalBackend, run_sweeps
+    from benchmarks.tracking import MlflowTracker
+
+    tracker = MlflowTracker(store)
+    specs = [
+        spec_from_args("sinusoid-5shot", method, "0", [], [*FAST[1::2], "iterations=60"])
+        for method in ("maml", "fomaml")
+    ]
+    first_only = LocalBackend.run
+
+    def run_one_then_fail(self, jobs, env, report):
+        first_only(self, jobs[:1], env, report)
+        raise RuntimeError("lost the pool")
+
+    monkeypatch.setattr(LocalBackend, "run", run_one_then_fail)
+    with pytest.raises(RuntimeError, match="lost the pool"):
+        run_sweeps(specs, tracker, workers=1)
+    monkeypatch.undo()
+    runs = _runs(store)
+    parents = [r for r in runs if SWEEP_TAG in r.data.tags]
+    assert sorted(p.info.status for p in parents) == ["KILLED", "KILLED"]
+    assert sorted(p.data.metrics["sweep/done"] for p in parents) == [0.0, 1.0]
+    assert [r.data.tags["mesabench.method"] for r in _cells(runs)] == ["maml"]
+    again = run_sweeps(specs, tracker, workers=1)
+    assert [(len(r.done), len(r.skipped)) for r in again] == [(0, 1), (1, 0)]
+
+
 def _finished_keys(store):
     return [
         (
