@@ -593,14 +593,11 @@ def run_sweeps(
             for cell in sweep.todo
         ]
         runner.run(jobs, env, report)
-    except KeyboardInterrupt as error:
-        # Once every sweep has started, Ctrl-C ends them with their summaries; before, it
-        # goes on up (there is no summary for a sweep that never started).
-        failure = error if len(running) < len(specs) else None
-        for sweep in running:
-            sweep.result.interrupted = True
     except BaseException as error:
-        failure = error
+        # Once every sweep has started, Ctrl-C ends them with their summaries; anything
+        # else, or Ctrl-C before (no summary for a sweep that never started), goes on up.
+        all_started = len(running) == len(specs)
+        failure = None if isinstance(error, KeyboardInterrupt) and all_started else error
         for sweep in running:
             sweep.result.interrupted = True
     finally:
