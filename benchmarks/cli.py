@@ -565,7 +565,7 @@ def cmd_reproduce(args, console: Console) -> int:
         console.print(shown)
         console.print(f"verdicts: {verdict_counts(outcome)}")
     if outcome.failed:
-        console.print(f"{outcome.failed} cell(s) FAILED: their lines count as not run")
+        console.print(f"{outcome.failed} cell(s) FAILED or KILLED: their lines count as not run")
     return EXIT_FAILED if outcome.failed else EXIT_OK
 
 

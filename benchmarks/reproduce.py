@@ -22,7 +22,8 @@ from benchmarks.sweep import SweepSpec, parse_seeds, plan_cells, run_sweeps
 
 @dataclass(frozen=True)
 class Outcome:
-    """A table judged at a preset over some seeds; ``failed``: cells that failed to run."""
+    """A table judged at a preset over some seeds; ``failed``: cells that did not finish
+    (FAILED, or KILLED while the sweep went on)."""
 
     table: Table
     preset: str
@@ -117,7 +118,7 @@ def reproduce(
         results = run_sweeps(
             list(distinct.values()), tracker, "local", workers, progress=progress, warm=warm
         )
-        failed = sum(len(result.failed) for result in results)
+        failed = sum(len(result.failed) + len(result.killed) for result in results)
         if any(result.interrupted for result in results):
             raise KeyboardInterrupt
     reader = open_reader(tracker.uri, tracker.client)

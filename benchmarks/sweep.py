@@ -201,7 +201,9 @@ class SweepResult:
 
     @property
     def exit_code(self) -> int:
-        return 130 if self.interrupted else (1 if self.failed else 0)
+        # A cell killed while the sweep went on (a SIGTERM to that cell alone) left the
+        # grid unfinished as surely as a failed one: not a success.
+        return 130 if self.interrupted else (1 if self.failed or self.killed else 0)
 
 
 def plan_cells(spec: SweepSpec) -> dict[Cell, str]:

@@ -39,8 +39,12 @@ PRELOAD = ("torch", "torch.func", "torch._dynamo", "mlflow",
            "benchmarks.progress")  # fmt: skip
 
 
-def _cell(argv: list[str], env: dict[str, str], out: str) -> int:
-    """In the forked child: the cell's environment and output, then the command."""
+def _cell(argv: list[str], env: dict[str, str], out: str, interruptible: bool) -> int:
+    """In the forked child: the cell's environment and output, then the command.
+
+    ``interruptible``: whether the sweep itself takes Ctrl-C. A sweep started as a script's
+    background job inherits SIGINT ignored, and so does a cold cell; a warm cell follows.
+    """
     os.environ.clear()
     os.environ.update(env)
     descriptor = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
@@ -50,7 +54,8 @@ def _cell(argv: list[str], env: dict[str, str], out: str) -> int:
     # Fresh stream objects: the launcher's may hold locks taken before the fork.
     sys.stdout = open(1, "w", encoding="utf-8", errors="replace", closefd=False)  # noqa: SIM115
     sys.stderr = open(2, "w", encoding="utf-8", errors="replace", closefd=False)  # noqa: SIM115
-    signal.signal(signal.SIGINT, signal.default_int_handler)
+    if interruptible:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     import torch
 
     threads = env.get("OMP_NUM_THREADS", "")
@@ -75,6 +80,8 @@ def serve() -> None:
     """The launcher's loop (single-threaded, so that every fork is safe)."""
     import importlib
 
+    # The sweep's disposition (exec keeps an ignored signal ignored), read before imports.
+    interruptible = signal.getsignal(signal.SIGINT) is not signal.SIG_IGN
     for name in PRELOAD:
         importlib.import_module(name)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the cells, not us
@@ -99,7 +106,9 @@ def serve() -> None:
                     if pid == 0:  # the cell
                         code = 1
                         try:
-                            code = _cell(request["argv"], request["env"], request["out"])
+                            code = _cell(
+                                request["argv"], request["env"], request["out"], interruptible
+                            )
                         except BaseException:  # what main() did not handle: into its output
                             traceback.print_exc()
                             sys.stderr.flush()

@@ -22,6 +22,7 @@ from mlflow.tracking import MlflowClient
 
 from benchmarks.lifecycle import INTERVAL_ENV, is_stale
 from benchmarks.sweep import SWEEP_TAG
+from benchmarks.tracking import open_store
 from tests.helpers import python_env
 
 pytestmark = pytest.mark.slow
@@ -47,7 +48,9 @@ def _start(command):
 
 
 def _all_runs(store):
-    client = MlflowClient(store)
+    # Through the store lock: polling a store the sweep is still creating would otherwise
+    # race its schema migration ("duplicate column name").
+    client = open_store(store)
     experiment = client.get_experiment_by_name("sinusoid-5shot")
     return client, ([] if experiment is None else client.search_runs([experiment.experiment_id]))
 
@@ -189,6 +192,26 @@ def test_sigkill_of_a_warm_cell(store):
     _cell_killed_then_swept_again(store, "SIGKILL of a warm cell, then the sweep again", "--warm")
 
 
+def test_sigterm_of_one_cell_while_the_sweep_goes_on(store):
+    """A polite kill of one cell (not of the sweep): that cell closes KILLED with its rows,
+    the sweep finishes the others but does not call the grid a success, and a rerun runs
+    only the killed cell."""
+    sweep = _start(_sweep(store, workers=1))
+    (victim,) = _training_cells(store, 1)
+    (process,) = _processes_running(store)
+    process.send_signal(signal.SIGTERM)
+    out, _ = sweep.communicate(timeout=400)
+    assert sweep.returncode == 1 and "killed 1" in out, out
+    client, _ = _all_runs(store)
+    assert client.get_run(victim.info.run_id).info.status == "KILLED"
+    again = subprocess.run(_sweep(store, workers=1), env=python_env(**ENV),
+                           capture_output=True, text=True, timeout=400)  # fmt: skip
+    assert again.returncode == 0 and "1 to run, 1 already finished" in again.stdout, again.stdout
+    summary = _account("SIGTERM of one cell, then the sweep again", store, cells=2)
+    _assert_clean(summary)
+    assert summary["killed"] == 1 and summary["finished"] == 2, summary
+
+
 def test_sigkill_of_the_sweep_driver(store):
     sweep = _start(_sweep(store, workers=2))
     _training_cells(store, 2)
@@ -221,6 +244,29 @@ def test_sigkill_of_the_sweep_driver(store):
     summary = _account("SIGKILL of the sweep driver, then the sweep again", store, cells=2)
     _assert_clean(summary)
     assert summary["sweep_runs_running"] == 0
+
+
+@pytest.mark.parametrize("warm", [False, True], ids=["cold", "warm"])
+def test_ctrl_c_to_a_sweep_started_in_the_background_is_ignored_by_its_cells_too(store, warm):
+    """A script's ``sweep ... &`` inherits SIGINT ignored (POSIX), and a Ctrl-C at the
+    terminal still reaches its whole process group. Cold cells inherit the ignore; warm ones
+    must too, or they close KILLED one by one while the sweep goes on to the next cell."""
+
+    def background_job():
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+    sweep = subprocess.Popen(
+        _sweep(store, *(["--warm"] if warm else [])), env=python_env(**ENV),
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        preexec_fn=background_job, start_new_session=True,
+    )  # fmt: skip
+    _training_cells(store, 2)
+    os.killpg(sweep.pid, signal.SIGINT)  # what the terminal's Ctrl-C does to the group
+    out, _ = sweep.communicate(timeout=400)
+    assert sweep.returncode == 0, out
+    summary = _account(f"Ctrl-C to a background {'warm ' if warm else ''}sweep", store, cells=2)
+    _assert_clean(summary)
+    assert summary["finished"] == 2 and summary["killed"] == 0, summary
 
 
 @pytest.mark.parametrize("warm", [False, True], ids=["cold", "warm"])
