@@ -425,23 +425,18 @@ def _thesis_46() -> Table:
 def _maml_omniglot() -> Table:
     setting = {"omniglot_split": "maml", "rotations": "true"}
     claims = []
+    # Seconds per meta-iteration on one core: 5-way over 1,000 iterations (RESULTS,
+    # Omniglot), 20-way over 40 (RESULTS, session 13); a run's cost is in proportion.
+    per_iteration = {(5, "maml"): 2.6, (5, "sparse_maml"): 1.3,
+                     (20, "maml"): 7.75, (20, "sparse_maml"): 4.03}  # fmt: skip
     for ways, value, floor in ((5, 0.987, 0.007), (20, 0.958, 0.008)):
         budget = {"quick": {"iterations": "300", "val_every": "150", "test_tasks": "200"},
                   "cpu": {"iterations": "1000" if ways == 5 else "700",
                           "val_every": "500" if ways == 5 else "350", "queries": "5"},
                   "paper": {"iterations": "60000"}}  # fmt: skip
         for method in ("maml", "sparse_maml"):
-            # Seconds per meta-iteration on one core: 5-way over 1,000 iterations (RESULTS,
-            # Omniglot), 20-way over 40 (RESULTS, session 13), in proportion to each budget.
-            per_iteration = {
-                (5, "maml"): 2.6,
-                (5, "sparse_maml"): 1.3,
-                (20, "maml"): 7.75,
-                (20, "sparse_maml"): 4.03,
-            }[ways, method]
-            cost = {"quick": 300 * per_iteration,
-                    "cpu": (1000 if ways == 5 else 700) * per_iteration,
-                    "paper": 60000 * per_iteration}  # fmt: skip
+            cost = {preset: int(b["iterations"]) * per_iteration[ways, method]
+                    for preset, b in budget.items()}  # fmt: skip
             claims.append(
                 Claim(f"{method}, Omniglot {ways}-way 1-shot", f"omniglot-{ways}w1s", method,
                       "final/test_accuracy", setting, budget, paper=value,
