@@ -160,9 +160,9 @@ def client_path(uri: str) -> str:
     """The leaderboard through the MLflow client (the slow path), for the equality check."""
     code = (
         "import sys; from mlflow.tracking import MlflowClient; "
-        "from benchmarks.store_reader import ClientReader; "
-        "from benchmarks.leaderboards import leaderboard_from_store; "
-        "from benchmarks.leaderboard_formats import render; "
+        "from benchmarks.store.reader import ClientReader; "
+        "from benchmarks.results.leaderboards import leaderboard_from_store; "
+        "from benchmarks.results.formats import render; "
         "r = ClientReader(MlflowClient(sys.argv[1])); "
         f"sys.stdout.write(render([leaderboard_from_store(r, {BENCHMARK!r})], 'csv'))"
     )
@@ -173,8 +173,8 @@ def sweep_check(uri: str, tree: Path = ROOT) -> float:
     """Seconds a 10-cell sweep's start-up check takes (in its own process, so that this
     one stays small: a child's peak memory counts its parent's at the fork)."""
     code = (
-        "import sys, time; from benchmarks.sweep import store_state; "
-        "from benchmarks.tracking import MlflowTracker; t = MlflowTracker(sys.argv[1]); "
+        "import sys, time; from benchmarks.sweeps.sweep import store_state; "
+        "from benchmarks.store.tracking import MlflowTracker; t = MlflowTracker(sys.argv[1]); "
         "keys = {(f'method{m}', f'cfg-method{m}-0', s) for m in (0, 1) for s in range(5)}; "
         "b = time.perf_counter(); "
         f"done, _ = store_state(t, {BENCHMARK!r}, keys); e = time.perf_counter() - b; "

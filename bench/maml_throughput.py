@@ -30,7 +30,7 @@ from collections.abc import Callable
 import higher
 import torch
 
-from benchmarks.runner import plan_run
+from benchmarks.planning.plan import plan_run
 from mesabench_datasets.tasks import seeded_generator
 from methods.inner_loop import InnerLoop
 from methods.l2l_peer import import_learn2learn, learn2learn_installed

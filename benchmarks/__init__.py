@@ -6,13 +6,15 @@ the result in MLflow; see the README for the tour.
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
+from mesabench_core import __version__
 
+__all__ = ["__version__"]
 
 #: The Python API (docs/python-api.md), imported on first use so that ``import benchmarks``
 #: stays light.
 _PUBLIC = {"run": "python_api", "leaderboard": "python_api", "RunResult": "python_api",
-           "RunFailed": "runner", "RunInterrupted": "runner", "ConfigError": "config"}  # fmt: skip
+           "RunFailed": "running.execute", "RunInterrupted": "running.execute",
+           "ConfigError": "planning.config", "BadInput": "planning.config"}  # fmt: skip
 
 
 def __getattr__(name: str):

@@ -1,5 +1,5 @@
 """``python -m benchmarks``: the command-line entry point."""
 
-from benchmarks.cli import main
+from benchmarks.cli.main import main
 
 raise SystemExit(main())

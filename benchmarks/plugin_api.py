@@ -12,13 +12,14 @@ Guides: docs/writing-a-method.md and docs/writing-a-benchmark.md.
 
 from __future__ import annotations
 
-from benchmarks.metric_catalog import declare_metric
+from benchmarks.catalog.installed import API_VERSION
+from benchmarks.catalog.references import ReferenceRow
+from benchmarks.catalog.specs import BenchmarkSpec
 from benchmarks.protocols import ContinualConfig, EpisodicConfig, OnlineConfig
-from benchmarks.references import ReferenceRow
-from benchmarks.specs import BenchmarkSpec
+from benchmarks.protocols.metric_catalog import declare_metric
+from mesabench_core import ConfigError, param
 from mesabench_datasets.data_root import DataNotFoundError, DatasetFormatError, find_file
 from mesabench_datasets.tasks import Problem, TaskBatch, TaskSource, seeded_generator
-from mesabench_datasets.typed_config import ConfigError, param
 from methods.api import (
     SHARED_SETTINGS,
     ArtifactLog,
@@ -33,9 +34,6 @@ from methods.losses import per_task_accuracy, per_task_loss, task_loss
 from methods.modulation import FixedRate, GradientModulation
 from methods.networks import build_network, check_network
 from methods.registry import MethodEntry
-
-#: Major version of this module's surface; plugins state the one they were written for.
-API_VERSION = 1
 
 __all__ = [
     "API_VERSION",

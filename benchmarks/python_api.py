@@ -1,9 +1,11 @@
 """The Python API: ``benchmarks.run(...)`` and ``benchmarks.leaderboard(...)``.
 
-The same path as the command line: the run is planned and validated first (bad input
-raises :class:`benchmarks.config.ConfigError` before anything is recorded), recorded in
-MLflow with its heartbeat, and closed FINISHED, FAILED (:class:`~benchmarks.runner.RunFailed`)
-or KILLED (:class:`~benchmarks.runner.RunInterrupted`). Settings are keyword arguments with
+The same path as the command line (the run service, :mod:`benchmarks.running.service`): the
+run is planned and validated first (bad input raises :class:`mesabench_core.ConfigError`, or
+another :class:`~mesabench_core.BadInput`, before anything is recorded), recorded in MLflow
+with its heartbeat, and closed FINISHED, FAILED
+(:class:`~benchmarks.running.execute.RunFailed`) or KILLED
+(:class:`~benchmarks.running.execute.RunInterrupted`). Settings are keyword arguments with
 Python values (bool, int, float, str, tuple, list), qualified names as strings in
 ``settings={"method.inner_lr": 0.01}`` when a bare name is ambiguous.
 """
@@ -56,17 +58,15 @@ def run(
     Any method, task or protocol setting is a keyword (``iterations=200``,
     ``inner_lr=0.01``, ``eval_steps=(1, 10)``); ``settings`` takes qualified names.
     """
-    from benchmarks.runner import execute_recorded, plan_run, prepare_data, record_data_files
-    from benchmarks.tracking import MlflowTracker
-    from methods.registry import METHODS
+    from benchmarks.running.service import RunRequest, open_run
 
-    plan = plan_run(method, benchmark, seed, {**(settings or {}), **overrides}, device, preset,
-                    data_root=None if data_root is None else str(data_root))  # fmt: skip
-    data_files = prepare_data(plan)
-    tracker = MlflowTracker(tracking_uri)
-    run_id = tracker.start(plan, METHODS.get(plan.method_name).source)
-    record_data_files(tracker, data_files)
-    final = execute_recorded(plan, tracker)
+    started = open_run(RunRequest(
+        method=method, benchmark=benchmark, seed=seed, settings={**(settings or {}), **overrides},
+        preset=preset, device=device, tracking_uri=tracking_uri,
+        data_root=None if data_root is None else str(data_root),
+    ))  # fmt: skip
+    final = started.execute()
+    tracker, run_id, plan = started.tracker, started.run_id, started.plan
     info = tracker.client.get_run(run_id).info
     return RunResult(
         run_id=run_id,
@@ -107,10 +107,10 @@ def leaderboard(
     caption and the ranked metric in words are in ``frame.attrs``."""
     import pandas
 
-    from benchmarks.leaderboard_formats import as_csv, caption
-    from benchmarks.leaderboards import RunFilter, leaderboard_from_store
-    from benchmarks.runner import benchmark_spec
-    from benchmarks.store_reader import open_reader
+    from benchmarks.catalog.installed import benchmark_spec
+    from benchmarks.results.formats import as_csv, caption
+    from benchmarks.results.leaderboards import RunFilter, leaderboard_from_store
+    from benchmarks.store.reader import open_reader
 
     benchmark_spec(benchmark)  # an unknown name raises with suggestions
     board = leaderboard_from_store(

@@ -18,15 +18,9 @@ from pathlib import Path
 
 import numpy as np
 
+from mesabench_core import DataNotFoundError, DatasetFormatError
+
 DATA_ENV = "MESABENCH_DATA"
-
-
-class DataNotFoundError(FileNotFoundError):
-    """A dataset file is missing; the message says where we looked and how to provide it."""
-
-
-class DatasetFormatError(ValueError):
-    """A dataset file exists but its content is not what the format promises."""
 
 
 def read_npz(path: Path, keys: tuple[str, ...]) -> dict[str, np.ndarray]:

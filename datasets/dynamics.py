@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 import torch
 
+from mesabench_core import param
 from mesabench_datasets.tasks import Problem, Split, TaskBatch
-from mesabench_datasets.typed_config import param
 
 
 @dataclass(frozen=True)

@@ -15,10 +15,10 @@ from typing import Literal
 
 import torch
 
+from mesabench_core import ConfigError, param
 from mesabench_datasets.data_root import active_data_root
 from mesabench_datasets.images import ImagePool, sample_episodes
 from mesabench_datasets.tasks import Problem, Split
-from mesabench_datasets.typed_config import ConfigError, param
 
 IMAGE_SHAPES = {
     "omniglot": (1, 28, 28),

@@ -38,12 +38,20 @@ def class_pool(x: np.ndarray, y: np.ndarray) -> ImagePool:
     return ImagePool.from_groups(images, groups, [str(int(label)) for label in labels])
 
 
-def download_mnist_like(name: str, root: Path | None = None) -> Path:
-    """Download with torchvision (network needed) and save the ``.npz`` layout in the cache."""
-    from torchvision import mesabench_datasets as tv
+def download_mnist_like(name: str, root: Path | None = None, sources=None) -> Path:
+    """Download with torchvision (network needed) and save the ``.npz`` layout in the cache.
 
-    root = root or cache_dir()
-    cls = {"mnist": tv.MNIST, "fashion_mnist": tv.FashionMNIST}[name]
+    ``sources``: where the ``MNIST`` and ``FashionMNIST`` dataset classes come from
+    (default ``torchvision.datasets``); tests hand in small offline fakes.
+    """
+    if name not in FILES:
+        raise DatasetFormatError(f"dataset must be one of {sorted(FILES)} (got {name!r})")
+    if sources is None:
+        from torchvision import datasets as sources
+
+    root = Path(root or cache_dir())
+    root.mkdir(parents=True, exist_ok=True)
+    cls = {"mnist": sources.MNIST, "fashion_mnist": sources.FashionMNIST}[name]
     train = cls(str(root / "torchvision"), train=True, download=True)
     test = cls(str(root / "torchvision"), train=False, download=True)
     target = root / FILES[name]

@@ -20,11 +20,11 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from mesabench_core import ConfigError, param
 from mesabench_datasets.data_root import active_data_root
 from mesabench_datasets.fewshot import FewShotConfig, FewShotEpisodes, dataset_pool
 from mesabench_datasets.images import ImagePool, images_of_classes
 from mesabench_datasets.tasks import Problem, seeded_generator
-from mesabench_datasets.typed_config import ConfigError, param
 
 SOURCES = ("omniglot", "mnist", "fashion_mnist")
 _STREAM_KEY, _IMAGES_KEY = 61, 62  # generator keys of the task sequence and of the images

@@ -8,8 +8,8 @@ from typing import Literal
 
 import torch
 
+from mesabench_core import ConfigError, param
 from mesabench_datasets.tasks import Problem, Split, TaskBatch
-from mesabench_datasets.typed_config import ConfigError, param
 
 
 def _uniform(low: float, high: float, shape: tuple[int, ...], g: torch.Generator) -> torch.Tensor:

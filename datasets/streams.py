@@ -19,9 +19,9 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from mesabench_core import ConfigError, param
 from mesabench_datasets.data_root import active_data_root
 from mesabench_datasets.tasks import Problem, seeded_generator
-from mesabench_datasets.typed_config import ConfigError, param
 
 MNIST_TRAIN, MNIST_TEST = 60_000, 10_000
 

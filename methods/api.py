@@ -14,6 +14,7 @@ from typing import Any, ClassVar, Protocol
 import torch
 from torch import Tensor
 
+from mesabench_core import IncompatibleSetting  # noqa: F401  (re-exported: the Method API's)
 from mesabench_datasets.tasks import Problem, TaskBatch, TaskSource
 
 
@@ -46,12 +47,6 @@ SHARED_SETTINGS: dict[str, str] = {
     "buffer_size": "replay buffer capacity, in samples",
     "online_lr": "learning rate of the updates made on the stream",
 }
-
-
-class IncompatibleSetting(ValueError):
-    """A setting that cannot work on the benchmark's problem (e.g. an MLP on images). Raised
-    by :meth:`Method.check_config`; the harness reports it in one line (exit 2) before
-    anything is recorded."""
 
 
 class Method(ABC):

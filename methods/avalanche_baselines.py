@@ -17,8 +17,8 @@ from typing import Any, Literal
 import torch
 from torch import Tensor, nn
 
+from mesabench_core import param
 from mesabench_datasets.tasks import Problem
-from mesabench_datasets.typed_config import param
 from methods.continual import StreamLearner, stream_network
 from methods.registry import register_method
 

@@ -13,8 +13,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from mesabench_core import param
 from mesabench_datasets.tasks import Problem
-from mesabench_datasets.typed_config import param
 from methods.api import SHARED_SETTINGS, ContinualMethod
 from methods.networks import build_network
 from methods.registry import register_method

@@ -12,6 +12,7 @@ from typing import Any, Literal
 import torch
 from torch import Tensor, nn
 
+from mesabench_core import ConfigError, param
 from mesabench_datasets.tasks import Problem, TaskBatch, TaskSource
 from mesabench_datasets.tokens import (
     context_tokens,
@@ -19,7 +20,6 @@ from mesabench_datasets.tokens import (
     query_tokens,
     read_prediction,
 )
-from mesabench_datasets.typed_config import ConfigError, param
 from methods.api import SHARED_SETTINGS, ArtifactLog, EpisodicMethod
 from methods.attention import LSABlock
 from methods.losses import per_task_loss

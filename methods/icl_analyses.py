@@ -14,16 +14,18 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor
 
 from mesabench_datasets.tasks import TaskSource, seeded_generator
+from methods.api import EpisodicMethod
 from methods.reference_algorithms import gd_token_predict, optimal_one_step_rate, ridge_predict
+from methods.registry import METHODS
 
-if TYPE_CHECKING:
-    from methods.icl import InContextMethod
+#: The registered method whose fitted rates and transforms the curves show as GD++ (found
+#: by name: the reference is a method like the others, registered where they are).
+GDPP_METHOD = "gdpp"
 
 ANALYSIS, FIT = 4, 5  # seed roles, distinct from train / validation / test
 
@@ -56,7 +58,7 @@ def _with_sensitivity(predict, sx: Tensor, sy: Tensor, qx: Tensor) -> tuple[Tens
 
 
 def gd_alignment(
-    method: InContextMethod,
+    method: EpisodicMethod,
     source: TaskSource,
     tasks: int = 10_000,
     seed: int = 0,
@@ -123,9 +125,9 @@ def fitted_gdpp(
     """K-step GD++ with its per-step (or, ``tied``, shared) rates and x-transforms fitted
     (Adam) on fresh tasks. A short fit: a guide for the curves, not a converged reference
     (run the `gdpp` method for that)."""
-    from methods.icl import GDConfig, GDPlusPlusReference
-
-    reference = GDPlusPlusReference(GDConfig(steps=steps, tied=tied), source.problem, device)
+    entry = METHODS.get(GDPP_METHOD).value
+    config = dataclasses.replace(entry.cls.Config(**entry.defaults), steps=steps, tied=tied)
+    reference = entry.cls(config, source.problem, device)
     for i in range(iterations):
         reference.meta_train_step(
             source.sample(256, seeded_generator(FIT, seed, 1, i, device=device))

@@ -20,8 +20,8 @@ from typing import Any, Literal
 import torch
 from torch import Tensor
 
+from mesabench_core import ConfigError, param
 from mesabench_datasets.tasks import Problem, TaskBatch
-from mesabench_datasets.typed_config import ConfigError, param
 from methods.api import SHARED_SETTINGS, EpisodicMethod
 from methods.losses import task_loss
 from methods.networks import build_network, check_network_setting, network_for

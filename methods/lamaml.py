@@ -24,8 +24,8 @@ from typing import Any, Literal
 import torch
 from torch import Tensor
 
+from mesabench_core import param
 from mesabench_datasets.tasks import Problem
-from mesabench_datasets.typed_config import param
 from methods.continual import StreamLearner, own_seed, stream_network
 from methods.inner_loop import InnerLoop
 from methods.modulation import LearnedRates

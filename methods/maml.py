@@ -13,8 +13,8 @@ from typing import Any, Literal
 import torch
 from torch import Tensor
 
+from mesabench_core import ConfigError, param
 from mesabench_datasets.tasks import Problem, TaskBatch
-from mesabench_datasets.typed_config import ConfigError, param
 from methods.api import SHARED_SETTINGS, EpisodicMethod
 from methods.inner_loop import InnerLoop
 from methods.modulation import FixedRate, GradientModulation, LearnedRates

@@ -211,7 +211,7 @@ NETWORKS = ("mlp", "linear", "conv4")
 def check_network(name: str, problem: Problem) -> None:
     """Raise :class:`~methods.api.IncompatibleSetting` if network ``name`` cannot take
     ``problem``'s inputs."""
-    from methods.api import IncompatibleSetting
+    from mesabench_core import IncompatibleSetting
 
     if name == "conv4" and len(problem.input_shape) != 3:
         raise IncompatibleSetting(
@@ -233,7 +233,7 @@ def network_for(setting: str, problem: Problem) -> str:
 
 def check_network_setting(setting: str, problem: Problem) -> None:
     """:func:`check_network` for a method's ``network`` setting, naming the setting."""
-    from methods.api import IncompatibleSetting
+    from mesabench_core import IncompatibleSetting
 
     try:
         check_network(network_for(setting, problem), problem)

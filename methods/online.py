@@ -26,8 +26,8 @@ import torch
 from torch import Tensor
 from torch.nn import functional as F
 
+from mesabench_core import ConfigError, param
 from mesabench_datasets.tasks import Problem
-from mesabench_datasets.typed_config import ConfigError, param
 from methods.api import SHARED_SETTINGS, EpisodicMethod, OnlineMethod
 from methods.maml import GradientMetaLearner, MAMLConfig
 from methods.registry import register_method

@@ -12,8 +12,8 @@ from typing import Literal
 import torch
 from torch import Tensor, nn
 
+from mesabench_core import ConfigError, param
 from mesabench_datasets.tasks import Problem
-from mesabench_datasets.typed_config import ConfigError, param
 from methods.icl import InContextMethod
 from methods.mesa import CausalMixer, MesaLayer
 from methods.registry import register_method

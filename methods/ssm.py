@@ -19,13 +19,13 @@ from typing import Literal
 import torch
 from torch import Tensor, nn
 
+from mesabench_core import param
 from mesabench_datasets.tokens import (
     interleaved_tokens,
     natural_context,
     query_tokens,
     read_prediction,
 )
-from mesabench_datasets.typed_config import param
 from methods.icl import InContextMethod, feature_map
 from methods.registry import register_method
 

@@ -81,8 +81,8 @@ def fake_run(
 ) -> str:
     """A run recorded exactly as the runner records one, with the given final metrics (and
     another suite ``version`` if given)."""
-    from benchmarks.runner import plan_run
-    from benchmarks.tracking import MlflowTracker
+    from benchmarks.planning.plan import plan_run
+    from benchmarks.store.tracking import MlflowTracker
 
     plan = plan_run(method, benchmark, seed, overrides, device="cpu")
     tracker = MlflowTracker(store)
@@ -99,7 +99,7 @@ def leaderboard_json(store: str, capsys, *extra: str) -> dict:
     Infinity)."""
     import json
 
-    from benchmarks.cli import main
+    from benchmarks.cli.main import main
 
     capsys.readouterr()
     assert main(["leaderboard", "--tracking-uri", store, "--format", "json", *extra]) == 0

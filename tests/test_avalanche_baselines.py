@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from benchmarks.protocols import ContinualConfig, ContinualProtocol
-from benchmarks.recording import MemoryRecorder
+from benchmarks.protocols.recording import MemoryRecorder
 from mesabench_datasets.streams import StreamConfig, TaskStream
 from methods.avalanche_baselines import AvalancheBaseline, AvalancheConfig, experience_of
 from tests.test_continual import learnable_arrays

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
-from benchmarks.cli import main
+from benchmarks.cli.main import main
 from tests.helpers import ROOT, TINY, complete_checkpoint, python_env
 
 
@@ -296,8 +296,9 @@ def test_gpu_request_without_gpu_is_bad_input(store, capsys, monkeypatch):
 def test_tasks_that_diverge_at_test_time_are_counted_not_hidden():
     import math
 
-    from benchmarks.recording import MemoryRecorder
-    from benchmarks.runner import execute, plan_run
+    from benchmarks.planning.plan import plan_run
+    from benchmarks.protocols.recording import MemoryRecorder
+    from benchmarks.running.execute import execute
 
     plan = plan_run(
         "maml",

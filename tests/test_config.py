@@ -6,9 +6,9 @@ import dataclasses
 
 import pytest
 
-from benchmarks.config import ConfigError, apply_overrides, param, parse_value, validate
+from benchmarks.planning.config import ConfigError, apply_overrides, param, parse_value, validate
+from benchmarks.planning.plan import plan_run
 from benchmarks.protocols import EpisodicConfig
-from benchmarks.runner import plan_run
 from mesabench_datasets.regression import LinRegConfig, SinusoidConfig
 from methods.api import EpisodicMethod
 from methods.maml import MAMLConfig
@@ -111,8 +111,7 @@ def test_benchmark_defaults_never_overwrite_a_plugins_same_named_fields(collidin
 
 
 def test_an_unknown_key_in_any_defaults_layer_names_the_layer(colliding, monkeypatch):
-    from benchmarks import specs
-
+    from benchmarks.catalog import specs
     spec = specs.BENCHMARKS.get("sinusoid-5shot").value
     typo = dataclasses.replace(spec, method_settings={"colliding": {"inner_stepz": 3}})
     monkeypatch.setitem(specs.BENCHMARKS.entries, "sinusoid-5shot",
@@ -130,7 +129,7 @@ def test_an_unknown_key_in_any_defaults_layer_names_the_layer(colliding, monkeyp
 
 
 def test_a_network_that_cannot_fit_the_benchmark_is_refused_before_recording(tmp_path):
-    from benchmarks.cli import main
+    from benchmarks.cli.main import main
 
     with pytest.raises(ConfigError, match=r"method.network=mlp: network 'mlp' needs flat"):
         plan_run("maml", "omniglot-5w1s", overrides={"network": "mlp"}, device="cpu")
@@ -146,8 +145,7 @@ def test_a_network_that_cannot_fit_the_benchmark_is_refused_before_recording(tmp
 
 
 def test_a_broken_preset_is_named_as_the_presets_mistake(monkeypatch):
-    from benchmarks import specs
-
+    from benchmarks.catalog import specs
     entry = specs.BENCHMARKS.entries["sinusoid-5shot"]
     broken = dataclasses.replace(entry.value, presets={"fast": {"iteratoins": "10"}})
     monkeypatch.setitem(specs.BENCHMARKS.entries, "sinusoid-5shot",
@@ -158,8 +156,8 @@ def test_a_broken_preset_is_named_as_the_presets_mistake(monkeypatch):
 
 
 def test_a_run_builds_its_task_source_once(monkeypatch):
-    from benchmarks.recording import MemoryRecorder
-    from benchmarks.runner import execute, prepare_data
+    from benchmarks.protocols.recording import MemoryRecorder
+    from benchmarks.running.execute import execute, prepare_data
 
     plan = plan_run("maml", overrides={"iterations": 2, "val_every": 1, "val_tasks": 4,
                                        "test_tasks": 8}, device="cpu")  # fmt: skip

@@ -9,9 +9,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from benchmarks.metrics import continual_metrics
 from benchmarks.protocols import ContinualConfig, ContinualProtocol
-from benchmarks.recording import MemoryRecorder
+from benchmarks.protocols.recording import MemoryRecorder
+from benchmarks.protocols.summary import continual_metrics
 from mesabench_datasets.streams import StreamConfig, TaskStream
 from methods.lamaml import LaMAMLConfig, LookAheadMetaLearner
 from methods.replay import ReservoirBuffer
@@ -114,7 +114,7 @@ def test_stream_sample_counts_ranges_and_seeds():
 
 
 def test_angles_beyond_a_full_turn_are_refused():
-    from benchmarks.config import ConfigError, validate
+    from benchmarks.planning.config import ConfigError, validate
 
     with pytest.raises(ConfigError):
         validate(StreamConfig(tasks=50, angle_width=9.0))
@@ -373,7 +373,7 @@ def test_a_resumed_stream_gives_the_uninterrupted_numbers():
 def test_cli_runs_a_continual_benchmark_into_mlflow(store, tmp_path):
     from mlflow.tracking import MlflowClient
 
-    from benchmarks.cli import main
+    from benchmarks.cli.main import main
     from tests.helpers import CONTINUAL_TINY
     from tests.image_fixtures import write_mnist
 
@@ -393,7 +393,7 @@ def test_cli_runs_a_continual_benchmark_into_mlflow(store, tmp_path):
 
 
 def test_an_episodic_method_on_a_stream_is_refused_with_the_protocols(capsys):
-    from benchmarks.cli import main
+    from benchmarks.cli.main import main
 
     assert main(["run", "--method", "maml", "--benchmark", "mnist-rotations"]) == 2
     err = capsys.readouterr().err
@@ -409,8 +409,8 @@ def test_an_interrupted_cli_run_resumes_through_the_store_to_the_same_numbers(
     FINISHED."""
     from mlflow.tracking import MlflowClient
 
-    from benchmarks.cli import main
-    from benchmarks.progress import TrainingProgress
+    from benchmarks.cli.main import main
+    from benchmarks.running.console import TrainingProgress
     from tests.helpers import CONTINUAL_TINY
     from tests.image_fixtures import write_mnist
 

@@ -8,7 +8,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 import methods  # noqa: F401  (registers the built-ins)
-from benchmarks.cli import main
+from benchmarks.cli.main import main
 from methods.registry import METHODS
 from tests.helpers import CONTINUAL_TINY, OSAKA_TINY, TINY
 from tests.image_fixtures import write_mnist, write_omniglot
@@ -19,7 +19,7 @@ BUILT_INS = sorted(e.name for e in METHODS if e.source == "built-in")
 def _benchmark_for(method: str) -> str:
     """A benchmark the method accepts: a continual stream for continual learners, else
     synthetic regression tasks, else sequences."""
-    from benchmarks.config import ConfigError
+    from benchmarks.planning.config import ConfigError
     from mesabench_datasets.regression import LinRegConfig
 
     protocols = METHODS.get(method).value.cls.protocols

@@ -20,9 +20,9 @@ import psutil
 import pytest
 from mlflow.tracking import MlflowClient
 
-from benchmarks.lifecycle import INTERVAL_ENV, is_stale
-from benchmarks.sweep import SWEEP_TAG
-from benchmarks.tracking import open_store
+from benchmarks.store.lifecycle import INTERVAL_ENV, is_stale
+from benchmarks.store.tracking import open_store
+from benchmarks.sweeps.sweep import SWEEP_TAG
 from tests.helpers import python_env
 
 pytestmark = pytest.mark.slow
@@ -160,7 +160,7 @@ def _cell_killed_then_swept_again(store, drill: str, *extra: str) -> None:
     if "--warm" in extra:  # a child of the launcher, itself a child of the sweep
         (launcher,) = [
             p for p in psutil.Process(sweep.pid).children()
-            if "benchmarks.warm_cells" in " ".join(p.cmdline())
+            if "benchmarks.sweeps.warm_cells" in " ".join(p.cmdline())
         ]  # fmt: skip
         (process,) = _wait(launcher.children, what="the warm cell")
     else:
@@ -277,7 +277,7 @@ def test_a_ray_worker_killed_mid_cell(store, warm):
     if warm:  # the cell is a fork of the launcher that the task's worker started
         launchers = [
             p for p in psutil.process_iter(["cmdline"])
-            if "benchmarks.warm_cells" in " ".join(p.info["cmdline"] or [])
+            if "benchmarks.sweeps.warm_cells" in " ".join(p.info["cmdline"] or [])
             and p.parent() is not None and p.parent().name().startswith("ray::")
         ]  # fmt: skip
         cell = _wait(lambda: [c for p in launchers for c in p.children()], what="a warm cell")[0]
@@ -434,7 +434,7 @@ def test_a_server_away_longer_than_the_patience_fails_the_run_in_one_line(store)
     assert "could not be closed" in lines[0]
     (run_id, status), = _only_run(db)  # fmt: skip
     assert status == "RUNNING" and len(_history(db, run_id)) >= logged
-    from benchmarks.store_reader import open_reader
+    from benchmarks.store.reader import open_reader
 
     reader = open_reader(store)
     (stored,) = reader.runs(reader.experiment_id("sinusoid-5shot"))

@@ -6,7 +6,7 @@ import pytest
 import torch
 from mlflow.tracking import MlflowClient
 
-from benchmarks.cli import main
+from benchmarks.cli.main import main
 from mesabench_datasets.fewshot import FewShotConfig
 from mesabench_datasets.tasks import seeded_generator
 from methods.inner_loop import InnerLoop
@@ -126,7 +126,7 @@ def test_few_shot_accuracy_and_its_ci_have_known_answers(data_root):
     from scipy.stats import norm
 
     from benchmarks.protocols.episodic import EpisodicConfig, EpisodicProtocol
-    from benchmarks.recording import MemoryRecorder
+    from benchmarks.protocols.recording import MemoryRecorder
 
     write_omniglot(data_root)
     source = FewShotConfig(ways=5, shots=2, queries=4, val_classes=6).build()
@@ -187,7 +187,7 @@ def test_missing_image_data_is_bad_input_saying_where_we_looked(data_root, store
 def test_preset_applies_sparse_maml_settings_and_set_still_wins(capsys):
     assert main(["show", "miniimagenet-5w5s", "--method", "sparse_maml"]) == 0
     capsys.readouterr()
-    from benchmarks.runner import plan_run
+    from benchmarks.planning.plan import plan_run
 
     plan = plan_run(
         "sparse_maml",

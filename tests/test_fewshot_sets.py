@@ -6,7 +6,7 @@ import pytest
 import torch
 from mlflow.tracking import MlflowClient
 
-from benchmarks.cli import main
+from benchmarks.cli.main import main
 from mesabench_datasets.data_root import DatasetFormatError
 from mesabench_datasets.fewshot_sets import load_fewshot_set
 from tests.image_fixtures import (

@@ -11,11 +11,12 @@ import math
 import pytest
 from scipy import stats as scipy_stats
 
-from benchmarks.cli import main
-from benchmarks.metric_catalog import describe, direction_of, is_declared
-from benchmarks.recording import MemoryRecorder
-from benchmarks.runner import execute, plan_run
-from benchmarks.statistics import paired_t_test, seed_stats, t_cdf, t_quantile
+from benchmarks.cli.main import main
+from benchmarks.planning.plan import plan_run
+from benchmarks.protocols.metric_catalog import describe, direction_of, is_declared
+from benchmarks.protocols.recording import MemoryRecorder
+from benchmarks.results.statistics import paired_t_test, seed_stats, t_cdf, t_quantile
+from benchmarks.running.execute import execute
 from tests.helpers import CONTINUAL_TINY, OSAKA_TINY, TINY, fake_run, leaderboard_json
 from tests.image_fixtures import write_mnist, write_omniglot
 

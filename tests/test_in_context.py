@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from benchmarks.recording import MemoryRecorder
-from benchmarks.runner import build_method, execute, plan_run
+from benchmarks.planning.plan import plan_run
+from benchmarks.protocols.recording import MemoryRecorder
+from benchmarks.running.execute import build_method, execute
 from mesabench_datasets.regression import LinRegConfig
 from mesabench_datasets.tasks import seeded_generator
 from mesabench_datasets.tokens import context_tokens, query_tokens, read_prediction
@@ -157,7 +158,7 @@ def test_tied_gdpp_shares_one_rate_and_transform_across_steps():
 
 
 def test_in_context_methods_refuse_image_benchmarks():
-    from benchmarks.config import ConfigError
+    from benchmarks.planning.config import ConfigError
 
     with pytest.raises(ConfigError, match="flat regression benchmark"):
         plan_run("lsa", "omniglot-5w1s", device="cpu")

@@ -7,7 +7,8 @@ import os
 import pytest
 import torch
 
-from benchmarks.runner import build_method, plan_run
+from benchmarks.planning.plan import plan_run
+from benchmarks.running.execute import build_method
 from mesabench_datasets.tasks import seeded_generator
 from methods.l2l_peer import learn2learn_installed
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks.recording import MemoryRecorder
-from benchmarks.runner import build_method, execute, plan_run
+from benchmarks.planning.plan import plan_run
+from benchmarks.protocols.recording import MemoryRecorder
+from benchmarks.running.execute import build_method, execute
 from mesabench_datasets.regression import LinRegConfig
 from tests.helpers import LINREG_EVAL
 

@@ -10,9 +10,9 @@ import pytest
 import torch
 from mlflow.tracking import MlflowClient
 
-from benchmarks.cli import main
+from benchmarks.cli.main import main
 from benchmarks.protocols.online import OnlineConfig, OnlineProtocol, boundary_scores
-from benchmarks.recording import MemoryRecorder
+from benchmarks.protocols.recording import MemoryRecorder
 from mesabench_datasets.osaka import SOURCES, OsakaConfig
 from methods.api import OnlineMethod
 from methods.online import OnlineMetaConfig, OnlineMetaLearner
@@ -259,7 +259,8 @@ def test_osaka_methods_run_end_to_end(method, data_root, store, capsys):
 
 
 def test_an_interrupted_stream_resumes_to_the_same_numbers(data_root):
-    from benchmarks.runner import execute, plan_run
+    from benchmarks.planning.plan import plan_run
+    from benchmarks.running.execute import execute
 
     overrides = {"steps": "25", "pretrain_iterations": "4", "channels": "8",
                  "pretrain_val_every": "2", "pretrain_val_tasks": "4", "pretrain_test_tasks": "4",
@@ -327,7 +328,7 @@ def test_prolonged_cmaml_updates_the_slow_weights_at_boundaries_and_full_buffers
 
 
 def test_an_interrupted_cli_run_resumes_from_either_phase(data_root, store, monkeypatch, capsys):
-    from benchmarks.progress import TrainingProgress
+    from benchmarks.running.console import TrainingProgress
 
     settings = [*OSAKA_TINY, "--set", "checkpoint_every=2", "--seed", "1"]
     experiment = "osaka-omniglot-p0.9"

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from benchmarks.protocols import PROTOCOLS, DivergenceError, Protocol, RunState
-from benchmarks.recording import MemoryRecorder
+from benchmarks.protocols.recording import MemoryRecorder
 from mesabench_datasets.regression import SinusoidConfig
 from mesabench_datasets.tasks import seeded_generator
 from methods.maml import GradientMetaLearner, MAMLConfig

@@ -29,7 +29,7 @@ def test_every_example_in_the_python_api_guide_runs(tmp_path):
 
 
 def test_overrides_take_python_values():
-    from benchmarks.runner import plan_run
+    from benchmarks.planning.plan import plan_run
 
     plan = plan_run("maml", overrides={"eval_steps": [1, 3], "select_best": False,
                                        "outer_lr": 1, "iterations": 7})  # fmt: skip
@@ -38,7 +38,7 @@ def test_overrides_take_python_values():
     assert plan.protocol.iterations == 7
     import pytest
 
-    from benchmarks.config import ConfigError
+    from benchmarks.planning.config import ConfigError
 
     with pytest.raises(ConfigError, match=r"protocol.iterations must be int \(got 2.5\)"):
         plan_run("maml", overrides={"iterations": 2.5})

@@ -11,8 +11,8 @@ import statistics
 import matplotlib.colors as mcolors
 import pytest
 
-from benchmarks.plots import SERIES_COLOURS
-from benchmarks.report_figures import draw, figure_data
+from benchmarks.protocols.figures import SERIES_COLOURS
+from benchmarks.results.report_figures import draw, figure_data
 from methods.icl_figures import icl_curves_figure
 
 

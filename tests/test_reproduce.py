@@ -10,11 +10,11 @@ import pytest
 from mlflow.tracking import MlflowClient
 from scipy import stats as scipy_stats
 
-from benchmarks.cli import main
-from benchmarks.reproduce import claim_spec, lines_to_run, markdown, reproduce
-from benchmarks.reproductions import TABLES, Claim, Table, check_catalog, judge
-from benchmarks.sweep import plan_cells
-from benchmarks.tracking import MlflowTracker
+from benchmarks.cli.main import main
+from benchmarks.published.reproduce import claim_spec, lines_to_run, markdown, reproduce
+from benchmarks.published.tables import TABLES, Claim, Table, check_catalog, judge
+from benchmarks.store.tracking import MlflowTracker
+from benchmarks.sweeps.sweep import plan_cells
 from tests.helpers import python_env
 
 PAPER = Claim("a line", "sinusoid-5shot", "maml", "final/test_loss", paper=1.0,

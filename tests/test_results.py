@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.cli import main
-from benchmarks.tracking import MlflowTracker
+from benchmarks.cli.main import main
+from benchmarks.store.tracking import MlflowTracker
 from tests.helpers import (
     CONTINUAL_TINY,
     TINY,
@@ -167,7 +167,7 @@ def test_grouping_filters_and_other_versions(store, capsys):
 
 
 def test_published_rows_stand_beside_ours_and_outside_our_statistics(store, capsys):
-    from benchmarks.leaderboards import build_leaderboard
+    from benchmarks.results.leaderboards import build_leaderboard
 
     board = build_leaderboard([], "mnist-rotations")
     refs = [r for r in board.rows if r.is_reference]
@@ -184,7 +184,7 @@ def test_published_rows_stand_beside_ours_and_outside_our_statistics(store, caps
 
 
 def test_references_stand_beside_only_runs_of_their_settings(store, capsys):
-    from benchmarks.references import references_for
+    from benchmarks.catalog.references import references_for
     from mesabench_datasets.regression import LinRegConfig
 
     # The derived linreg rows are the closed form at their declared input range.
@@ -368,8 +368,8 @@ def test_the_three_store_readers_read_the_same_runs(store, capsys):
     """SQLite read directly, a real tracking server through REST, and the MLflow client:
     the same runs, tags, params and final metrics (NaN kept as NaN), the same sweep-cell
     filter, and the same leaderboard printed through the server as from the file."""
-    from benchmarks.leaderboards import read_runs
-    from benchmarks.store_reader import ClientReader, RestReader, open_reader
+    from benchmarks.results.leaderboards import read_runs
+    from benchmarks.store.reader import ClientReader, RestReader, open_reader
 
     fake_run(store, "maml", 0, {"final/test_loss": 0.5, "final/train_time_s": 3.0})
     # Another seed of the same configuration: the direct reader reads the configuration's

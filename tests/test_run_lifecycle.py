@@ -16,12 +16,12 @@ import numpy as np
 import pytest
 from mlflow.tracking import MlflowClient
 
-from benchmarks import claims
-from benchmarks.cli import main
-from benchmarks.lifecycle import HEARTBEAT_TAG, INTERVAL_ENV, is_stale
-from benchmarks.runner import plan_run
-from benchmarks.sweep import check_ray_resources
-from benchmarks.tracking import MlflowTracker
+from benchmarks.cli.main import main
+from benchmarks.planning.plan import plan_run
+from benchmarks.store import claims
+from benchmarks.store.lifecycle import HEARTBEAT_TAG, INTERVAL_ENV, is_stale
+from benchmarks.store.tracking import MlflowTracker
+from benchmarks.sweeps.sweep import check_ray_resources
 from tests.helpers import CONTINUAL_TINY, TINY, complete_checkpoint, free_port, python_env
 from tests.image_fixtures import write_mnist
 
@@ -147,8 +147,8 @@ def test_a_pipe_closed_while_training_ends_the_run_killed(store):
     training loop stops at its next step: KILLED and resumable."""
     from rich.console import Console
 
-    from benchmarks.progress import TrainingProgress, WatchedOutput
-    from benchmarks.runner import RunInterrupted, execute_recorded
+    from benchmarks.running.console import TrainingProgress, WatchedOutput
+    from benchmarks.running.execute import RunInterrupted, execute_recorded
 
     class ClosedPipe(io.StringIO):
         def write(self, text):
@@ -187,8 +187,8 @@ def test_a_checkpoint_save_cut_short_leaves_the_one_before_usable(store):
     """Checkpoints alternate between two files: a save killed mid-upload (here: the file it
     was writing, truncated as a kill would leave it) spoils only that file, and loading
     falls back to the previous checkpoint; the next save goes to the other slot again."""
-    from benchmarks.runner import plan_run
-    from benchmarks.tracking import CHECKPOINT_SLOTS, MlflowTracker
+    from benchmarks.planning.plan import plan_run
+    from benchmarks.store.tracking import CHECKPOINT_SLOTS, MlflowTracker
 
     tracker = MlflowTracker(store)
     run_id = tracker.start(plan_run("fomaml", "sinusoid-5shot", 0, device="cpu"), "built-in")
@@ -219,8 +219,8 @@ def test_a_checkpoint_this_version_cannot_continue_is_refused_and_the_run_left_k
     """A checkpoint from before the shared protocol skeleton (no protocol named) or of
     another protocol: one line, exit 2, and the run stays KILLED and resumable by the
     version that wrote it (it used to be reopened, then FAILED)."""
-    from benchmarks.runner import plan_run
-    from benchmarks.tracking import MlflowTracker
+    from benchmarks.planning.plan import plan_run
+    from benchmarks.store.tracking import MlflowTracker
 
     plan = plan_run("fomaml", "sinusoid-5shot", 0, device="cpu")
     tracker = MlflowTracker(store)
@@ -289,7 +289,7 @@ def test_a_relative_sqlite_uri_is_resolved_against_the_working_directory(run_cli
 
 
 def test_ray_resources_beyond_the_cluster_are_refused():
-    from benchmarks.config import ConfigError
+    from benchmarks.planning.config import ConfigError
 
     check_ray_resources({"CPU": 2.0}, 1.0, 0.0)
     with pytest.raises(ConfigError, match="gpus_per_cell is 1 but the Ray cluster has 0 GPUs"):
@@ -315,8 +315,8 @@ def test_a_cell_is_claimed_by_exactly_one_of_many_contenders(store):
     won = [r for r in results if isinstance(r, claims.Claim)]
     assert len(won) == 1 and len(results) == 6
     # The claim hides from the leaderboard's benchmark list.
-    from benchmarks.leaderboards import benchmarks_in_store
-    from benchmarks.store_reader import ClientReader
+    from benchmarks.results.leaderboards import benchmarks_in_store
+    from benchmarks.store.reader import ClientReader
 
     assert benchmarks_in_store(ClientReader(client)) == []
     won[0].release()

@@ -8,8 +8,8 @@ import pytest
 import torch
 from mlflow.tracking import MlflowClient
 
-from benchmarks.cli import main
-from benchmarks.tracking import MlflowTracker
+from benchmarks.cli.main import main
+from benchmarks.store.tracking import MlflowTracker
 from tests.helpers import CONTINUAL_TINY, TINY
 
 
@@ -84,8 +84,9 @@ def test_a_learner_scored_elsewhere_with_other_settings(store):
     assert evaluation.data.params["method.hidden"] == trained.data.params["method.hidden"]
     assert evaluation.data.tags["mesabench.learner"] == "final"
     # Scored in-process from the saved weights, on the target's test tasks: the same number.
-    from benchmarks.recording import MemoryRecorder
-    from benchmarks.runner import execute, plan_from_dict
+    from benchmarks.planning.plan import plan_from_dict
+    from benchmarks.protocols.recording import MemoryRecorder
+    from benchmarks.running.execute import execute
 
     tracker = MlflowTracker(store)
     plan = plan_from_dict(tracker.read_plan(evaluation.info.run_id))
@@ -160,7 +161,7 @@ def test_only_finished_training_runs_are_evaluated(store, capsys):
 
 def test_online_runs_keep_the_pretraining_learners_under_their_phase():
     from benchmarks.protocols.online import PhaseRecorder
-    from benchmarks.recording import MemoryRecorder
+    from benchmarks.protocols.recording import MemoryRecorder
 
     recorder = MemoryRecorder()
     PhaseRecorder(recorder, "pretrain").save_learner({"w": torch.ones(2)}, "best")

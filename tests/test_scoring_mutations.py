@@ -30,7 +30,7 @@ MUTATIONS = {
         [FEWSHOT, "-k", "known_answers"],
     ),
     "CI with 1.80 for 1.96": (
-        "benchmarks/metrics.py",
+        "benchmarks/protocols/summary.py",
         "1.96 * t.std(unbiased=True)",
         "1.80 * t.std(unbiased=True)",
         [FEWSHOT, "-k", "known_answers"],
@@ -60,7 +60,7 @@ MUTATIONS = {
         [FEWSHOT, "-k", "sparsity_by_layer"],
     ),
     "retained accuracy from the wrong row": (
-        "benchmarks/metrics.py",
+        "benchmarks/protocols/summary.py",
         '"ra": r[-1].mean().item()',
         '"ra": r[-2].mean().item()',
         [CONTINUAL],

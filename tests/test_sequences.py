@@ -5,9 +5,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from benchmarks.config import ConfigError
-from benchmarks.recording import MemoryRecorder
-from benchmarks.runner import execute, plan_run
+from benchmarks.planning.config import ConfigError
+from benchmarks.planning.plan import plan_run
+from benchmarks.protocols.recording import MemoryRecorder
+from benchmarks.running.execute import execute
 from mesabench_datasets.dynamics import LinDynConfig, random_orthogonal
 from mesabench_datasets.tasks import seeded_generator
 
@@ -56,7 +57,7 @@ def test_mesa_learns_in_context_and_logs_the_loss_by_position():
 
 
 def test_hybrid_stack_starts_with_causal_softmax_attention():
-    from benchmarks.runner import build_method
+    from benchmarks.running.execute import build_method
     from methods.mesa import MesaLayer
     from methods.sequence import CausalSoftmaxAttention
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks.recording import MemoryRecorder
-from benchmarks.runner import execute, plan_run
+from benchmarks.planning.plan import plan_run
+from benchmarks.protocols.recording import MemoryRecorder
+from benchmarks.running.execute import execute
 
 pytestmark = pytest.mark.slow
 

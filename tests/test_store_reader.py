@@ -11,7 +11,7 @@ import textwrap
 
 import pytest
 
-from benchmarks.store_reader import SqliteReader, open_reader, sqlite_path
+from benchmarks.store.reader import SqliteReader, open_reader, sqlite_path
 from tests.helpers import fake_run, python_env
 
 
@@ -21,7 +21,7 @@ def test_leaderboard_and_compare_import_neither_mlflow_nor_torch(store):
     probe = textwrap.dedent(
         f"""
         import sys
-        from benchmarks.cli import main
+        from benchmarks.cli.main import main
         assert main(["leaderboard", "--tracking-uri", {store!r}, "--format", "csv"]) == 0
         assert main(["compare", {a!r}, {b!r}, "--tracking-uri", {store!r}]) == 0
         heavy = sorted(m for m in ("torch", "mlflow") if m in sys.modules)
@@ -83,9 +83,9 @@ def test_a_sweeps_start_up_check_reads_only_its_cells_through_the_tag_index(stor
     store (bench/leaderboard_speed.py times it at 1k and 100k runs)."""
     import sqlite3
 
-    from benchmarks.store_reader import TAG_VALUE_INDEX
-    from benchmarks.sweep import store_state
-    from benchmarks.tracking import MlflowTracker
+    from benchmarks.store.reader import TAG_VALUE_INDEX
+    from benchmarks.store.tracking import MlflowTracker
+    from benchmarks.sweeps.sweep import store_state
 
     mine = fake_run(store, "maml", 0, {"final/test_loss": 0.5})
     fake_run(store, "fomaml", 0, {"final/test_loss": 0.5})  # another cell, not this sweep's
@@ -120,7 +120,7 @@ def test_a_sweeps_start_up_check_reads_only_its_cells_through_the_tag_index(stor
 
 
 def test_runs_of_one_configuration_share_its_params_but_never_each_others_seed(store):
-    from benchmarks.store_reader import Only
+    from benchmarks.store.reader import Only
 
     first = fake_run(store, "maml", 0, {"final/test_loss": 0.5})
     second = fake_run(store, "maml", 1, {"final/test_loss": 0.25})

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
-from benchmarks.cli import main
-from benchmarks.config import ConfigError
-from benchmarks.sweep import SWEEP_TAG, cell_env, parse_seeds, spec_from_args, spec_from_file
-from benchmarks.tracking import open_store
+from benchmarks.cli.main import main
+from benchmarks.planning.config import ConfigError
+from benchmarks.store.tracking import open_store
+from benchmarks.sweeps.sweep import SWEEP_TAG, cell_env, parse_seeds, spec_from_args, spec_from_file
 from tests.helpers import ROOT, free_port, python_env
 
 FAST = ["--set", "iterations=20", "--set", "val_every=10", "--set", "val_tasks=20",
@@ -39,7 +39,7 @@ def test_processes_opening_a_fresh_store_at_once_all_succeed(tmp_path):
     # MLflow builds a new SQLite store's schema on first open; unguarded, four openers
     # at once collide mid-migration (table already exists / alembic version mismatch).
     store = f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}"
-    code = "import sys; from benchmarks.tracking import open_store; open_store(sys.argv[1])"
+    code = "import sys; from benchmarks.store.tracking import open_store; open_store(sys.argv[1])"
     openers = [
         subprocess.Popen(
             [sys.executable, "-c", code, store], env=python_env(), stderr=subprocess.PIPE, text=True
@@ -155,8 +155,8 @@ def test_local_sweep_isolates_failures_and_skips_finished_cells_on_rerun(store, 
 def test_sweeps_run_together_share_the_workers_and_keep_their_own_parents(store):
     """Two one-cell sweeps through one pool of two workers: their cells run at the same
     time, each under its own parent, and a second call runs nothing."""
-    from benchmarks.sweep import run_sweeps
-    from benchmarks.tracking import MlflowTracker
+    from benchmarks.store.tracking import MlflowTracker
+    from benchmarks.sweeps.sweep import run_sweeps
 
     tracker = MlflowTracker(store)
     specs = [
@@ -182,8 +182,8 @@ def test_sweeps_stopped_by_an_error_close_every_parent_killed_and_resume(store, 
     """The pool fails after one cell (as a lost Ray head would): the error goes on up, both
     parents are closed KILLED (none left RUNNING) with the finished cell counted, and the
     next call runs only the cell that did not finish."""
-    from benchmarks.sweep import LocalBackend, run_sweeps
-    from benchmarks.tracking import MlflowTracker
+    from benchmarks.store.tracking import MlflowTracker
+    from benchmarks.sweeps.sweep import LocalBackend, run_sweeps
 
     tracker = MlflowTracker(store)
     specs = [

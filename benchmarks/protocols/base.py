@@ -34,7 +34,7 @@ from typing import Any, ClassVar
 
 import torch
 
-from benchmarks.recording import Recorder
+from benchmarks.protocols.recording import Recorder
 from methods.api import Method
 
 ProgressCallback = Callable[[int, dict[str, float]], None]
@@ -265,7 +265,7 @@ class Protocol:
         state.progress = checkpoint["progress"]
 
     def _log_sparsity_figures(self, history, final: dict[str, float]) -> None:
-        from benchmarks.plots import (
+        from benchmarks.protocols.figures import (
             sparsity_by_depth_figure,
             sparsity_figure,
             sparsity_history_table,

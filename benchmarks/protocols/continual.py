@@ -15,9 +15,9 @@ from typing import Any
 
 import torch
 
-from benchmarks.config import param
-from benchmarks.metrics import continual_metrics
 from benchmarks.protocols.base import Protocol, RunState
+from benchmarks.protocols.summary import continual_metrics
+from mesabench_core import param
 from mesabench_datasets.tasks import seeded_generator
 from methods.api import ContinualMethod
 
@@ -144,7 +144,7 @@ class ContinualProtocol(Protocol):
         self.log(logged, task + 1)
 
     def log_figures(self, state: RunState) -> None:
-        from benchmarks.plots import accuracy_matrix_figure, accuracy_matrix_table
+        from benchmarks.protocols.figures import accuracy_matrix_figure, accuracy_matrix_table
 
         matrix, initial = state.progress["R"], state.progress["initial"]
         self.recorder.log_figure(accuracy_matrix_figure(matrix.numpy()), "accuracy_matrix.png")

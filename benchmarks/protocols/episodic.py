@@ -14,9 +14,9 @@ from typing import Any
 
 import torch
 
-from benchmarks.config import ConfigError, param
-from benchmarks.metrics import mean_ci95
 from benchmarks.protocols.base import Protocol, RunState
+from benchmarks.protocols.summary import mean_ci95
+from mesabench_core import ConfigError, param
 from mesabench_datasets.tasks import TaskSource, seeded_generator
 from methods.api import EpisodicMethod
 from methods.losses import is_classification, per_task_accuracy, per_task_loss
@@ -174,7 +174,7 @@ class EpisodicProtocol(Protocol):
         return final
 
     def log_figures(self, state: RunState) -> None:
-        from benchmarks.plots import learning_curve_figure
+        from benchmarks.protocols.figures import learning_curve_figure
 
         curves = state.progress["curves"]
         if curves["train/loss"]:

@@ -19,9 +19,9 @@ from typing import Any
 
 import torch
 
-from benchmarks.config import param
 from benchmarks.protocols.base import Protocol, RunState
 from benchmarks.protocols.episodic import EpisodicConfig, EpisodicProtocol
+from mesabench_core import param
 from mesabench_datasets.tasks import TaskSource
 from methods.api import OnlineMethod
 
@@ -228,7 +228,7 @@ class OnlineProtocol(Protocol):
         return final
 
     def log_figures(self, state: RunState) -> None:
-        from benchmarks.plots import online_accuracy_figure, online_accuracy_table
+        from benchmarks.protocols.figures import online_accuracy_figure, online_accuracy_table
 
         tasks, names = self.tasks, self.source.source_names
         correct_by_step, detected = state.progress["correct_by_step"], state.progress["detected"]

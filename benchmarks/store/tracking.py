@@ -37,14 +37,14 @@ import torch  # noqa: E402
 from mlflow.entities import Metric, Param, RunTag  # noqa: E402
 from mlflow.tracking import MlflowClient  # noqa: E402
 
-import benchmarks  # noqa: E402
-from benchmarks.lifecycle import Heartbeat, heartbeat_tags  # noqa: E402
-from benchmarks.store_reader import (  # noqa: E402, F401  (re-exported: the store's URI rules)
+from benchmarks.store.lifecycle import Heartbeat, heartbeat_tags  # noqa: E402
+from benchmarks.store.reader import (  # noqa: E402, F401  (re-exported: the store's URI rules)
     StoreUnreachable,
     default_tracking_uri,
     normalise_uri,
     sqlite_path,
 )
+from mesabench_core import __version__  # noqa: E402
 
 log = logging.getLogger("mesabench")
 
@@ -228,7 +228,7 @@ def _tune_sqlite(db: Path) -> None:
     """
     import sqlite3
 
-    from benchmarks.store_reader import TAG_VALUE_INDEX
+    from benchmarks.store.reader import TAG_VALUE_INDEX
 
     try:
         with sqlite3.connect(db, timeout=LOCK_RETRY_SECONDS) as connection:
@@ -264,7 +264,7 @@ def write_tags(client, run_id: str, tags: dict[str, str]) -> None:
 
 
 class MlflowTracker:
-    """A :class:`benchmarks.recording.Recorder` that writes one MLflow run."""
+    """A :class:`benchmarks.protocols.recording.Recorder` that writes one MLflow run."""
 
     def __init__(self, tracking_uri: str | None = None):
         self.uri = normalise_uri(tracking_uri or default_tracking_uri())
@@ -312,11 +312,11 @@ class MlflowTracker:
         """Create the run for ``plan`` and record its params, tags (``extra_tags`` among them,
         from the run's first moment) and resolved config (as a child of ``parent_run_id``
         when a sweep runs it)."""
-        from benchmarks.leaderboards import headline_of
-        from benchmarks.specs import BENCHMARKS
+        from benchmarks.catalog.installed import headline_of
+        from benchmarks.catalog.specs import BENCHMARKS
 
         tags = {
-            "mesabench.version": benchmarks.__version__,
+            "mesabench.version": __version__,
             "mesabench.method": plan.method_name,
             "mesabench.method_source": method_source,
             "mesabench.benchmark": plan.benchmark,

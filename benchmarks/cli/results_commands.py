@@ -1,8 +1,8 @@
 """The commands that read results back: leaderboard, report, ui, compare and runs.
 
 They never write to the store, except ``runs --mark-failed``, which closes lost runs; they
-share the filters of :class:`~benchmarks.leaderboards.RunFilter` and the formats of
-:mod:`benchmarks.leaderboard_formats`.
+share the filters of :class:`~benchmarks.results.leaderboards.RunFilter` and the formats of
+:mod:`benchmarks.results.formats`.
 """
 
 from __future__ import annotations
@@ -17,17 +17,18 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from benchmarks.config import parse_pairs
-from benchmarks.leaderboards import GROUP_KEYS, RunFilter
+from benchmarks.planning.config import parse_pairs
+from benchmarks.results.leaderboards import GROUP_KEYS, RunFilter
+from mesabench_core import BadInput
 
 
-class ResultsUsageError(Exception):
+class ResultsUsageError(BadInput):
     """Bad input to a results command (reported like every usage error: exit 2)."""
 
 
 def add_commands(sub) -> None:
     """Register the results commands on the CLI's subparsers."""
-    from benchmarks.leaderboard_formats import FORMATS
+    from benchmarks.results.formats import FORMATS
 
     board = sub.add_parser("leaderboard", help="rank finished runs: mean +- std over seeds")
     _selection(board)
@@ -108,14 +109,14 @@ def _filter(args) -> RunFilter:
 
 
 def _boards(args, reader, **options):
-    from benchmarks.leaderboards import benchmarks_in_store, leaderboard_from_store
+    from benchmarks.results.leaderboards import benchmarks_in_store, leaderboard_from_store
 
     if args.all:
         names = benchmarks_in_store(reader)
     else:
         names = [args.benchmark or "sinusoid-5shot"]
         if reader.experiment_id(names[0]) is None:  # no runs: is it a benchmark at all?
-            from benchmarks.runner import benchmark_spec
+            from benchmarks.catalog.installed import benchmark_spec
 
             benchmark_spec(names[0])  # an unknown name is a usage error with suggestions
     run_filter = _filter(args)
@@ -123,8 +124,8 @@ def _boards(args, reader, **options):
 
 
 def cmd_leaderboard(args, console: Console) -> int:
-    from benchmarks.leaderboard_formats import as_rich, render
-    from benchmarks.store_reader import open_reader
+    from benchmarks.results.formats import as_rich, render
+    from benchmarks.store.reader import open_reader
 
     group_by = tuple(k.strip() for k in args.group_by.split(",") if k.strip())
     if not group_by:
@@ -161,9 +162,9 @@ def _plain(table: Table) -> str:
 
 
 def cmd_report(args, console: Console) -> int:
-    from benchmarks.report import write_report
-    from benchmarks.store_reader import open_reader
-    from benchmarks.tracking import MlflowTracker
+    from benchmarks.results.report import write_report
+    from benchmarks.store.reader import open_reader
+    from benchmarks.store.tracking import MlflowTracker
 
     tracker = MlflowTracker(args.tracking_uri)
     boards = _boards(args, open_reader(tracker.uri, tracker.client))
@@ -183,7 +184,7 @@ def ui_command(uri: str, port: int, workers: int = 1) -> list[str]:
 
 
 def cmd_ui(args, console: Console) -> int:
-    from benchmarks.tracking import MlflowTracker
+    from benchmarks.store.tracking import MlflowTracker
 
     tracker = MlflowTracker(args.tracking_uri)  # creates the store folder if needed
     # No job runner: it serves MLflow 3's GenAI jobs only, and starts seven more processes
@@ -203,7 +204,7 @@ def cmd_ui(args, console: Console) -> int:
 
 
 def cmd_compare(args, console: Console) -> int:
-    from benchmarks.store_reader import open_reader
+    from benchmarks.store.reader import open_reader
 
     reader = open_reader(args.tracking_uri)
     runs = []
@@ -239,7 +240,7 @@ def _difference_table(title, left: dict, right: dict, show_equal: bool, a, b) ->
 
 def _status_text(run) -> str:
     """A run's status, with ``stale`` for a RUNNING run whose heartbeat stopped."""
-    from benchmarks.lifecycle import is_stale, lost_reason
+    from benchmarks.store.lifecycle import is_stale, lost_reason
 
     if is_stale(run.status, run.tags, run.start_ms):
         return f"RUNNING, stale ({lost_reason(run.tags, run.start_ms)})"
@@ -250,10 +251,10 @@ def _status_text(run) -> str:
 def cmd_runs(args, console: Console) -> int:
     import time
 
-    from benchmarks.leaderboards import benchmarks_in_store
-    from benchmarks.lifecycle import is_stale, last_heartbeat, lost_reason, mark_lost
-    from benchmarks.store_reader import open_reader
-    from benchmarks.tracking import MlflowTracker
+    from benchmarks.results.leaderboards import benchmarks_in_store
+    from benchmarks.store.lifecycle import is_stale, last_heartbeat, lost_reason, mark_lost
+    from benchmarks.store.reader import open_reader
+    from benchmarks.store.tracking import MlflowTracker
 
     if args.mark_failed and not args.stale:
         raise ResultsUsageError("--mark-failed needs --stale (it closes only lost runs)")

@@ -29,8 +29,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from benchmarks.config import ConfigError
-from benchmarks.statistics import SeedStats, seed_stats
+from benchmarks.planning.config import ConfigError
+from benchmarks.results.statistics import SeedStats, seed_stats
 
 PRESETS = ("quick", "cpu", "paper")
 Check = Literal["within", "at_least", "at_most"]

@@ -6,7 +6,7 @@ alone, shows up in every leaderboard, and is matched on the next invocation by i
 configuration and seed: finished cells are skipped, failed and killed ones run again.
 
 Exactly one run per cell finishes, whatever happens around it: each cell claims itself in
-the store before it starts (:mod:`benchmarks.claims`), so two sweeps of one grid started
+the store before it starts (:mod:`benchmarks.store.claims`), so two sweeps of one grid started
 at once, or a Ray task retried while its first attempt's process still runs, leave the
 cell to whoever claimed it first: the other attempt waits, then exits 3 ("elsewhere") once
 that run FINISHED, or takes the cell over if that run's process died. A
@@ -34,8 +34,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchmarks.config import ConfigError, parse_pairs
-from benchmarks.warm_cells import Launcher, run_warm, worker_launcher
+from benchmarks.planning.config import ConfigError, parse_pairs
+from benchmarks.running.service import RunRequest
+from benchmarks.store.claims import cell_runs
+from benchmarks.sweeps.warm_cells import Launcher, run_warm, worker_launcher
 from mesabench_datasets.data_root import resolve_data_root
 
 log = logging.getLogger("mesabench")
@@ -211,7 +213,7 @@ def plan_cells(spec: SweepSpec) -> dict[Cell, str]:
 
     A configuration is planned once for all its seeds (the hash leaves the seed out, and
     the seeds were checked when parsed): a 10,000-cell sweep plans its grid points only."""
-    from benchmarks.runner import plan_run
+    from benchmarks.planning.plan import plan_run
 
     hashes, by_setting = {}, {}
     for cell in spec.cells():
@@ -244,9 +246,9 @@ def store_state(tracker, benchmark: str, keys: set[tuple[str, str, int]]) -> tup
     ``keys``: its cost does not grow with the rest of the store): closes as FAILED ("lost:
     no heartbeat since T") the stale RUNNING runs of the cells in ``keys``, and returns the
     (method, config hash, seed) of every FINISHED run with the number of runs closed."""
-    from benchmarks.leaderboards import read_runs
-    from benchmarks.lifecycle import lost_reason, mark_lost
-    from benchmarks.store_reader import open_reader
+    from benchmarks.results.leaderboards import read_runs
+    from benchmarks.store.lifecycle import lost_reason, mark_lost
+    from benchmarks.store.reader import open_reader
 
     experiment = tracker.experiment_id(benchmark, create=False)
     if experiment is None:
@@ -265,31 +267,12 @@ def store_state(tracker, benchmark: str, keys: set[tuple[str, str, int]]) -> tup
     return finished, closed
 
 
-def _cell_runs(tracker, benchmark: str, config_hash: str, seed: int, status: str) -> list:
-    experiment = tracker.experiment_id(benchmark, create=False)
-    if experiment is None:
-        return []
-    query = (
-        f"tags.`mesabench.config_hash` = '{config_hash}' and tags.`mesabench.seed` = '{seed}' "
-        f"and attributes.status = '{status}'"
-    )
-    return tracker.client.search_runs([experiment], filter_string=query, max_results=100)
-
-
-def finished_run_of(tracker, method: str, benchmark: str, config_hash: str, seed: int):
-    """The id of a FINISHED run of this cell, or None."""
-    for run in _cell_runs(tracker, benchmark, config_hash, seed, "FINISHED"):
-        if run.data.tags.get("mesabench.method") == method:
-            return run.info.run_id
-    return None
-
-
 def close_dead_cell(tracker, benchmark: str, cell: Cell, config_hash: str, parent: str,
                     code: int) -> None:  # fmt: skip
     """A cell process that died by a signal could not close its run: close it now."""
-    from benchmarks.lifecycle import mark_lost
+    from benchmarks.store.lifecycle import mark_lost
 
-    for run in _cell_runs(tracker, benchmark, config_hash, cell.seed, "RUNNING"):
+    for run in cell_runs(tracker, benchmark, config_hash, cell.seed, "RUNNING"):
         tags = run.data.tags
         if tags.get("mesabench.method") == cell.method and tags.get("mlflow.parentRunId") == parent:
             mark_lost(tracker.client, run.info.run_id, f"lost: its process died by signal {-code}")
@@ -300,7 +283,7 @@ def parent_run(tracker, spec: SweepSpec) -> str:
     settings as params."""
     from mlflow.entities import Param
 
-    from benchmarks.tracking import source_tags
+    from benchmarks.store.tracking import source_tags
 
     experiment = tracker.experiment_id(spec.benchmark)
     sweep_id = spec.sweep_id()
@@ -337,17 +320,18 @@ def parent_run(tracker, spec: SweepSpec) -> str:
     return run.info.run_id
 
 
-def cell_command(spec: SweepSpec, cell: Cell, uri: str, parent: str) -> list[str]:
-    argv = [sys.executable, "-m", "benchmarks", "run", "--method", cell.method,
-            "--benchmark", spec.benchmark, "--seed", str(cell.seed), "--tracking-uri", uri,
-            "--parent", parent, "--device", spec.device, "--exclusive"]  # fmt: skip
-    if spec.preset:
-        argv += ["--preset", spec.preset]
-    if spec.data_root:
-        argv += ["--data-root", spec.data_root]
-    for key, value in cell.overrides:
-        argv += ["--set", f"{key}={value}"]
-    return argv
+def cell_request(spec: SweepSpec, cell: Cell, uri: str, parent: str) -> RunRequest:
+    """What one cell asks the run service for: an exclusive run under the sweep's parent."""
+    return RunRequest(
+        method=cell.method, benchmark=spec.benchmark, seed=cell.seed,
+        settings=dict(cell.overrides), preset=spec.preset, device=spec.device,
+        tracking_uri=uri, data_root=spec.data_root, parent=parent, exclusive=True,
+    )  # fmt: skip
+
+
+def cell_command(request: RunRequest) -> list[str]:
+    """A cold cell's process: the request as ``python -m benchmarks`` arguments."""
+    return [sys.executable, "-m", "benchmarks", *request.command()]
 
 
 def cell_env(threads: int, remote: bool = False) -> dict[str, str]:
@@ -391,7 +375,7 @@ Report = Callable[[Cell, int, str], None]
 
 class LocalBackend:
     """A bounded pool of worker processes on this machine; with ``warm``, each cell is a
-    fork of one launcher that imported everything once (:mod:`benchmarks.warm_cells`)."""
+    fork of one launcher that imported everything once (:mod:`benchmarks.sweeps.warm_cells`)."""
 
     def __init__(self, workers: int, warm: bool = False):
         self.workers = workers
@@ -401,7 +385,8 @@ class LocalBackend:
         self._lock = threading.Lock()
         self._stopping = False
 
-    def _run_one(self, argv: list[str], env: dict[str, str], cell: Cell, report: Report) -> None:
+    def _run_one(self, request: RunRequest, env: dict[str, str], cell: Cell,
+                 report: Report) -> None:  # fmt: skip
         holder: list = []
 
         def started(process: subprocess.Popen) -> None:
@@ -415,20 +400,22 @@ class LocalBackend:
             if self._stopping:
                 return
         if self.warm:
-            code, output = run_warm(self._launcher, argv[3:], env, started)
+            code, output = run_warm(self._launcher, request.to_dict(), env, started)
         else:
-            code, output = run_to_file(argv, env, started)
+            code, output = run_to_file(cell_command(request), env, started)
         with self._lock:
             self._processes.discard(holder[0])
         report(cell, code, output)
 
-    def run(self, jobs: list[tuple[Cell, list[str]]], env: dict[str, str], report: Report) -> None:
+    def run(self, jobs: list[tuple[Cell, RunRequest]], env: dict[str, str],
+            report: Report) -> None:  # fmt: skip
         if self.warm and jobs:
             self._launcher = Launcher(env)
         try:
             with ThreadPoolExecutor(max_workers=self.workers) as pool:
                 futures = [
-                    pool.submit(self._run_one, argv, env, cell, report) for cell, argv in jobs
+                    pool.submit(self._run_one, request, env, cell, report)
+                    for cell, request in jobs
                 ]
                 try:
                     for future in futures:
@@ -453,14 +440,14 @@ class LocalBackend:
                 process.kill()
 
 
-def _ray_cell(argv: list[str], env: dict[str, str], warm: bool = False) -> tuple[int, str]:
+def _ray_cell(request: dict, env: dict[str, str], warm: bool = False) -> tuple[int, str]:
     """What a Ray task runs: the cell's command, on whichever node Ray placed it (with that
     node's Python, which must have mesabench installed); with ``warm``, forked from the Ray
     worker's own launcher, which the worker keeps from task to task."""
     env = {**os.environ, **env}
     if warm:
-        return run_warm(worker_launcher(env), argv[3:], env)
-    return run_to_file([sys.executable, *argv[1:]], env)
+        return run_warm(worker_launcher(env), request, env)
+    return run_to_file(cell_command(RunRequest.from_dict(request)), env)
 
 
 def check_ray_resources(available: dict[str, float], cpus: float, gpus: float) -> None:
@@ -507,12 +494,15 @@ class RayBackend:
         if self._started_here:
             ray.shutdown()
 
-    def run(self, jobs: list[tuple[Cell, list[str]]], env: dict[str, str], report: Report) -> None:
+    def run(self, jobs: list[tuple[Cell, RunRequest]], env: dict[str, str],
+            report: Report) -> None:  # fmt: skip
         import ray
 
         try:
             remote = ray.remote(num_cpus=self.cpus, num_gpus=self.gpus)(_ray_cell)
-            pending = {remote.remote(argv, env, self.warm): cell for cell, argv in jobs}
+            pending = {
+                remote.remote(request.to_dict(), env, self.warm): cell for cell, request in jobs
+            }
             while pending:
                 ready, _ = ray.wait(list(pending), num_returns=1)
                 for ref in ready:
@@ -590,7 +580,7 @@ def run_sweeps(
         for spec, hashes in zip(specs, planned, strict=True):
             running.append(_start_sweep(spec, hashes, tracker, say))
         jobs = [
-            ((index, cell), cell_command(sweep.spec, cell, tracker.uri, sweep.parent))
+            ((index, cell), cell_request(sweep.spec, cell, tracker.uri, sweep.parent))
             for index, sweep in enumerate(running)
             for cell in sweep.todo
         ]
@@ -620,8 +610,8 @@ def run_sweeps(
 
 def _start_sweep(spec: SweepSpec, hashes: dict[Cell, str], tracker, say) -> _Running:
     """Find what the store already holds, open (or re-open) the parent run."""
-    from benchmarks.lifecycle import Heartbeat
-    from benchmarks.tracking import write_tags
+    from benchmarks.store.lifecycle import Heartbeat
+    from benchmarks.store.tracking import write_tags
 
     result = SweepResult()
     keys = {(cell.method, hashes[cell], cell.seed) for cell in spec.cells()}
@@ -702,8 +692,8 @@ def best_per_method(tracker, benchmark: str, parent: str, grid_keys=()) -> list[
     """One line per method: its best configuration among this sweep's finished cells, by
     the benchmark's ranked metric (mean over seeds, n, Student-t 95% CI), with its values
     of the grid's keys."""
-    from benchmarks.leaderboards import leaderboard_from_store
-    from benchmarks.store_reader import open_reader
+    from benchmarks.results.leaderboards import leaderboard_from_store
+    from benchmarks.store.reader import open_reader
 
     # Only this sweep's runs are read (through the tag index), not the whole benchmark.
     board = leaderboard_from_store(

@@ -1,7 +1,7 @@
 """A self-contained static HTML report: leaderboards and figures over every seed.
 
 For the top rows of each leaderboard the report draws its own figures from the store
-(:mod:`benchmarks.report_figures`): each curve is the mean over the row's seeds with a band
+(:mod:`benchmarks.results.report_figures`): each curve is the mean over the row's seeds with a band
 of one standard deviation, and the data of each figure is written beside it as CSV. Per-run
 pictures that cannot be averaged (an accuracy heatmap, sparsity by depth) are shown for
 each seed, labelled with it. Images are embedded as data URIs and the style sheet is inline,
@@ -14,66 +14,19 @@ import base64
 import html
 import io
 import tempfile
-from datetime import datetime, timezone
 from pathlib import Path
 
-import benchmarks
-from benchmarks.leaderboard_formats import as_html_table
-from benchmarks.leaderboards import Leaderboard
-from benchmarks.references import REFERENCE_VERSION
+from benchmarks.results.formats import as_html_table, standalone_page
+from benchmarks.results.leaderboards import Leaderboard
 
 #: Per-run pictures shown beside the averaged curves (one per seed, labelled with it).
 PER_RUN_FIGURES = ("accuracy_matrix.png", "sparsity_by_depth.png")
 #: Rows of a leaderboard whose figures are shown (the top of the ranking).
 FIGURE_ROWS = 6
 
-_STYLE = """
-body { font-family: system-ui, sans-serif; margin: 2em; color: #222; font-size: 16px;
-       line-height: 1.4; }
-table.leaderboard { border-collapse: collapse; margin: 1em 0; font-size: 15px; }
-table.leaderboard th, table.leaderboard td { border: 1px solid #ccc; padding: 0.3em 0.6em; }
-table.leaderboard td { text-align: right; }
-table.leaderboard td:nth-child(2), table.leaderboard td:nth-child(3) { text-align: left; }
-table.leaderboard tr.reference { color: #666; font-style: italic; background: #f6f6f6; }
-table.leaderboard caption { caption-side: bottom; text-align: left; color: #444;
-                            font-size: 14px; padding-top: 0.4em; max-width: 90em; }
-figure { display: block; margin: 1em 0; }
-figure img { max-width: 100%; border: 1px solid #ddd; }
-figcaption { font-size: 14px; color: #444; }
-"""
-
-# Marks the page as verified when every image decoded, and records the smallest font size
-# of any text and how much an image is scaled down: read by the browser test.
-_CHECK = """
-window.addEventListener("load", () => {
-  const images = Array.from(document.images);
-  const broken = images.filter(i => !(i.complete && i.naturalWidth > 0)).length;
-  document.body.dataset.images = String(images.length);
-  document.body.dataset.broken = String(broken);
-  const sizes = Array.from(document.querySelectorAll("td, th, caption, figcaption, p"))
-    .map(e => parseFloat(getComputedStyle(e).fontSize));
-  document.body.dataset.minFont = String(Math.min(...sizes));
-  const shrink = images.map(i => i.width / i.naturalWidth);
-  document.body.dataset.minImageScale = String(Math.min(1, ...shrink));
-});
-"""
-
-
-def standalone_page(title: str, sections: list[str]) -> str:
-    stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    return (
-        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-        f"<title>{html.escape(title)}</title><style>{_STYLE}</style>"
-        f"<script>{_CHECK}</script></head><body>"
-        f"<h1>{html.escape(title)}</h1>"
-        f"<p>mesabench {benchmarks.__version__}, generated {stamp}; reference table "
-        f"{REFERENCE_VERSION}.</p>" + "\n".join(sections) + "</body></html>\n"
-    )
-
-
 def _histories(client, run_ids: list[str]) -> dict[str, list[dict[int, float]]]:
     """Every panel's metric history of each run: key -> one {step: value} per run."""
-    from benchmarks.report_figures import PANELS
+    from benchmarks.results.report_figures import PANELS
 
     wanted = {key for panel in PANELS for key, _ in panel.series}
     out: dict[str, list[dict[int, float]]] = {}
@@ -91,7 +44,7 @@ def _image(data: bytes, label: str) -> str:
 
 
 def _figures(client, board: Leaderboard, output: Path) -> str:
-    from benchmarks.report_figures import draw, figure_data
+    from benchmarks.results.report_figures import draw, figure_data
 
     parts = []
     for index, row in enumerate(board.ours[:FIGURE_ROWS], start=1):

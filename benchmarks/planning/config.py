@@ -16,8 +16,8 @@ import types
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
-# The primitives live below every layer; re-exported here for the harness and plugins.
-from mesabench_datasets.typed_config import ConfigError, param
+# The primitives live below every layer; re-exported here for the harness.
+from mesabench_core import BadInput, ConfigError, as_dict, param
 
 
 def _type_name(tp: Any) -> str:
@@ -236,10 +236,6 @@ def with_fields(config: Any, values: Mapping[str, Any], layer: str) -> Any:
     return dataclasses.replace(config, **values) if values else config
 
 
-def as_dict(config: Any) -> dict[str, Any]:
-    return {f.name: getattr(config, f.name) for f in dataclasses.fields(config)}
-
-
 def from_dict(cls: type, values: Mapping[str, Any]) -> Any:
     """Rebuild a config from a JSON dict (lists become tuples again)."""
     hints = get_type_hints(cls)
@@ -254,6 +250,7 @@ def from_dict(cls: type, values: Mapping[str, Any]) -> Any:
 
 
 __all__ = [
+    "BadInput",
     "ConfigError",
     "param",
     "parse_value",

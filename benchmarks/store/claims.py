@@ -6,7 +6,7 @@ behind a tracking server), so ``create_experiment`` is an atomic test-and-set th
 same on both: of two processes that claim one cell at the same moment, exactly one gets it.
 
 The holder records its run id on the claim; the claim is alive while that run is RUNNING
-with a fresh heartbeat (:mod:`benchmarks.lifecycle`). A claim whose holder died is taken
+with a fresh heartbeat (:mod:`benchmarks.store.lifecycle`). A claim whose holder died is taken
 over: renamed out of the way (by id, so a late contender cannot rename a fresh claim) and
 created anew, which again only one contender wins. A finished, failed or killed run
 releases its claim by renaming it to a tombstone and deleting it, so the MLflow UI lists
@@ -20,7 +20,7 @@ import time
 import uuid
 from dataclasses import dataclass
 
-from benchmarks.lifecycle import STALE_BEATS, heartbeat_interval, is_stale, last_heartbeat
+from benchmarks.store.lifecycle import STALE_BEATS, heartbeat_interval, is_stale, last_heartbeat
 
 log = logging.getLogger("mesabench")
 
@@ -132,3 +132,23 @@ def _live_holder(client, experiment) -> Holder | None:
         return None
     beat = last_heartbeat(tags)
     return Holder(run_id, None if beat is None else now - beat)
+
+
+def cell_runs(tracker, benchmark: str, config_hash: str, seed: int, status: str) -> list:
+    """The runs of one cell (configuration and seed) in ``status``."""
+    experiment = tracker.experiment_id(benchmark, create=False)
+    if experiment is None:
+        return []
+    query = (
+        f"tags.`mesabench.config_hash` = '{config_hash}' and tags.`mesabench.seed` = '{seed}' "
+        f"and attributes.status = '{status}'"
+    )
+    return tracker.client.search_runs([experiment], filter_string=query, max_results=100)
+
+
+def finished_run_of(tracker, method: str, benchmark: str, config_hash: str, seed: int):
+    """The id of a FINISHED run of this cell, or None."""
+    for run in cell_runs(tracker, benchmark, config_hash, seed, "FINISHED"):
+        if run.data.tags.get("mesabench.method") == method:
+            return run.info.run_id
+    return None

@@ -7,7 +7,7 @@ others are counted as dropped. Only FINISHED runs are ranked; failed, killed, ru
 stale ones (RUNNING without a heartbeat) are counted. A row whose ranked metric diverged is
 listed with its diverged fraction, never ranked. Reference rows sit beside ours only when
 their declared settings match; otherwise they are listed apart with what differs. The
-ranking direction comes from :mod:`benchmarks.metric_catalog`, never from a metric's name.
+ranking direction comes from :mod:`benchmarks.protocols.metric_catalog`, never from a metric's name.
 The tracker is the only writer of results; this module only reads them.
 """
 
@@ -20,13 +20,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
-import benchmarks
-from benchmarks import metric_catalog
-from benchmarks.config import ConfigError
-from benchmarks.lifecycle import is_stale
-from benchmarks.references import ReferenceRow, references_for
-from benchmarks.statistics import PairedTest, SeedStats, paired_t_test, seed_stats
-from benchmarks.store_reader import RUN_LOCAL_SETTINGS, Only, StoredRun, StoreReader, TagFilter
+from benchmarks.catalog.references import ReferenceRow, references_for
+from benchmarks.planning.config import ConfigError
+from benchmarks.protocols import metric_catalog
+from benchmarks.results.statistics import PairedTest, SeedStats, paired_t_test, seed_stats
+from benchmarks.store.lifecycle import is_stale
+from benchmarks.store.reader import RUN_LOCAL_SETTINGS, Only, StoredRun, StoreReader, TagFilter
+from mesabench_core import __version__
 
 log = logging.getLogger("mesabench")
 
@@ -165,7 +165,7 @@ class Leaderboard:
     rows: list[LeaderboardRow]  # ranked: ours and matching references, by the metric
     excluded: dict[str, int]
     config_keys: list[str]
-    version: str = benchmarks.__version__
+    version: str = __version__
     #: Our rows not ranked: the ranked metric diverged or is missing.
     unranked: list[LeaderboardRow] = field(default_factory=list)
     #: References whose declared settings differ from our rows'.
@@ -251,7 +251,7 @@ def read_runs(
 
 def benchmarks_in_store(reader: StoreReader) -> list[str]:
     """Names of the experiments that hold runs of this suite, sorted."""
-    from benchmarks.claims import is_claim_experiment
+    from benchmarks.store.claims import is_claim_experiment
 
     names = reader.experiment_names()
     return sorted(n for n in names if n != "Default" and not is_claim_experiment(n))
@@ -273,17 +273,11 @@ def default_columns(metric_names: Iterable[str], headline: Sequence[str] = ()) -
 
 
 def headline_of(benchmark: str) -> tuple[str, ...]:
-    """The benchmark's declared default columns (its spec's, else its protocol's); the
-    generic ones when its spec is not installed."""
-    from benchmarks.protocols import PROTOCOLS
-    from benchmarks.runner import benchmark_spec
-    from methods.registry import RegistryError
+    """The benchmark's declared default columns (imported here, when a board needs them,
+    so that reading a store whose runs recorded theirs needs no spec and no torch)."""
+    from benchmarks.catalog.installed import headline_of as declared
 
-    try:
-        spec = benchmark_spec(benchmark)
-    except RegistryError:
-        return GENERIC_HEADLINE
-    return spec.headline or PROTOCOLS[spec.protocol_name].headline
+    return declared(benchmark)
 
 
 #: Columns for a benchmark whose spec is not installed (its runs remain in the store).
@@ -338,7 +332,7 @@ def ranking_direction(metric: str) -> bool:
     direction = metric_catalog.direction_of(metric)
     if direction is None:
         why = (
-            "is not declared in benchmarks/metric_catalog.py"
+            "is not declared in benchmarks/protocols/metric_catalog.py"
             if not metric_catalog.is_declared(metric)
             else "is descriptive (it has no better direction)"
         )

@@ -11,8 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from benchmarks.config import as_dict
 from benchmarks.protocols import ContinualConfig, EpisodicConfig, OnlineConfig
+from mesabench_core import as_dict
 from mesabench_datasets.dynamics import LinDynConfig
 from mesabench_datasets.fewshot import FewShotConfig
 from mesabench_datasets.osaka import OsakaConfig

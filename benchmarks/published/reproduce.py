@@ -1,6 +1,6 @@
 """``python -m benchmarks reproduce TABLE``: run a published table's sweeps, then judge it.
 
-Each line of the table (:mod:`benchmarks.reproductions`) is run as an ordinary sweep of its
+Each line of the table (:mod:`benchmarks.published.tables`) is run as an ordinary sweep of its
 configuration over the seeds, all lines' sweeps through one pool of workers (cells already
 FINISHED in the store are reused, so a second call only reads), then read back from the
 store by its configuration hash and judged.
@@ -15,9 +15,9 @@ import shlex
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from benchmarks.config import ConfigError
-from benchmarks.reproductions import Claim, Judged, Table, judge_table
-from benchmarks.sweep import SweepSpec, parse_seeds, plan_cells, run_sweeps
+from benchmarks.planning.config import ConfigError
+from benchmarks.published.tables import Claim, Judged, Table, judge_table
+from benchmarks.sweeps.sweep import SweepSpec, parse_seeds, plan_cells, run_sweeps
 
 
 @dataclass(frozen=True)
@@ -50,7 +50,7 @@ def values_by_seed(
 ) -> dict[int, float]:
     """The line's metric per seed, from the newest FINISHED run of each of its cells (the
     runs of its configuration ``hashes``, read through ``reader``)."""
-    from benchmarks.leaderboards import read_runs
+    from benchmarks.results.leaderboards import read_runs
 
     experiment = tracker.experiment_id(claim.benchmark, create=False)
     if experiment is None:
@@ -100,7 +100,7 @@ def reproduce(
 ) -> Outcome:
     """Run the table's missing cells (unless ``run`` is false; only the lines matching
     ``lines`` and what they are held to, when given), then judge every line from the store."""
-    from benchmarks.store_reader import open_reader
+    from benchmarks.store.reader import open_reader
 
     chosen = parse_seeds(seeds or table.seeds)
     to_run = lines_to_run(table, lines)

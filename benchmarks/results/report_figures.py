@@ -21,7 +21,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
-from benchmarks.plots import SERIES_COLOURS  # noqa: E402
+from benchmarks.protocols.figures import SERIES_COLOURS  # noqa: E402
 
 #: One colour per series label, in every panel and every figure.
 COLOURS = SERIES_COLOURS

@@ -17,9 +17,15 @@ import os
 from collections.abc import Callable
 from importlib.metadata import EntryPoint, entry_points
 
-import benchmarks
+from benchmarks.catalog.specs import BENCHMARKS, BenchmarkSpec, register_benchmark
+from benchmarks.protocols import PROTOCOLS
+from mesabench_core import __version__
 from methods.api import Method
 from methods.registry import METHODS, MethodEntry, RegistryError
+
+#: Major version of the plugin surface (``benchmarks.plugin_api``, which re-exports it):
+#: plugins state the one they were written for, and the registry checks it here.
+API_VERSION = 1
 
 METHOD_GROUP = "mesabench.methods"
 BENCHMARK_GROUP = "mesabench.benchmarks"
@@ -54,8 +60,6 @@ def _method_entry(obj: object, name: str) -> MethodEntry:
 
 def check_api_version(stated: object, kind: str, name: str, source: str) -> None:
     """Refuse a plugin written for no stated or another plugin API version."""
-    from benchmarks.plugin_api import API_VERSION
-
     if stated is None:
         where = "on the class" if kind == "method" else "in its BenchmarkSpec"
         raise RegistryError(
@@ -65,7 +69,7 @@ def check_api_version(stated: object, kind: str, name: str, source: str) -> None
     if stated != API_VERSION:
         raise RegistryError(
             f"{kind} {name!r} from {source} refused: written for plugin API {stated}, this "
-            f"mesabench {benchmarks.__version__} has plugin API {API_VERSION}"
+            f"mesabench {__version__} has plugin API {API_VERSION}"
         )
 
 
@@ -90,8 +94,6 @@ def load_plugins() -> list[str]:
         _loaded = True
         return PLUGIN_ERRORS
     _loaded = True
-    from benchmarks.specs import BenchmarkSpec, register_benchmark
-
     def add_method(name: str, obj: object, source: str) -> None:
         entry = _method_entry(obj, name)
         version = getattr(entry.cls, "api_version", None)
@@ -112,3 +114,27 @@ def load_plugins() -> list[str]:
     _load_group(METHOD_GROUP, "method", add_method)
     _load_group(BENCHMARK_GROUP, "benchmark", add_benchmark)
     return PLUGIN_ERRORS
+
+
+def method_entry(name: str) -> MethodEntry:
+    load_plugins()
+    return METHODS.get(name).value
+
+
+def benchmark_spec(name: str) -> BenchmarkSpec:
+    load_plugins()
+    return BENCHMARKS.get(name).value
+
+
+#: Columns for a benchmark whose spec is not installed (its runs remain in the store).
+GENERIC_HEADLINE = ("final/test_accuracy|final/test_loss",)
+
+
+def headline_of(benchmark: str) -> tuple[str, ...]:
+    """The benchmark's declared default columns (its spec's, else its protocol's); the
+    generic ones when its spec is not installed."""
+    try:
+        spec = benchmark_spec(benchmark)
+    except RegistryError:
+        return GENERIC_HEADLINE
+    return spec.headline or PROTOCOLS[spec.protocol_name].headline

@@ -14,13 +14,15 @@ import html
 import io
 import json
 import math
+from datetime import datetime, timezone
 from typing import Any
 
 from rich.table import Table
 
-from benchmarks.leaderboards import Leaderboard, LeaderboardRow
-from benchmarks.references import REFERENCE_VERSION
-from benchmarks.statistics import CONFIDENCE
+from benchmarks.catalog.references import REFERENCE_VERSION
+from benchmarks.results.leaderboards import Leaderboard, LeaderboardRow
+from benchmarks.results.statistics import CONFIDENCE
+from mesabench_core import __version__
 
 FORMATS = ("table", "markdown", "csv", "json", "html")
 #: Version of the JSON layout (docs/leaderboard-json.md).
@@ -336,7 +338,49 @@ def render(boards: list[Leaderboard], fmt: str) -> str:
     if fmt == "json":
         return as_json(boards) + "\n"
     if fmt == "html":
-        from benchmarks.report import standalone_page
-
         return standalone_page("mesabench leaderboard", [as_html_table(b) for b in boards])
     raise ValueError(f"format must be one of {', '.join(FORMATS)} (got {fmt!r})")
+
+
+_STYLE = """
+body { font-family: system-ui, sans-serif; margin: 2em; color: #222; font-size: 16px;
+       line-height: 1.4; }
+table.leaderboard { border-collapse: collapse; margin: 1em 0; font-size: 15px; }
+table.leaderboard th, table.leaderboard td { border: 1px solid #ccc; padding: 0.3em 0.6em; }
+table.leaderboard td { text-align: right; }
+table.leaderboard td:nth-child(2), table.leaderboard td:nth-child(3) { text-align: left; }
+table.leaderboard tr.reference { color: #666; font-style: italic; background: #f6f6f6; }
+table.leaderboard caption { caption-side: bottom; text-align: left; color: #444;
+                            font-size: 14px; padding-top: 0.4em; max-width: 90em; }
+figure { display: block; margin: 1em 0; }
+figure img { max-width: 100%; border: 1px solid #ddd; }
+figcaption { font-size: 14px; color: #444; }
+"""
+
+# Marks the page as verified when every image decoded, and records the smallest font size
+# of any text and how much an image is scaled down: read by the browser test.
+_CHECK = """
+window.addEventListener("load", () => {
+  const images = Array.from(document.images);
+  const broken = images.filter(i => !(i.complete && i.naturalWidth > 0)).length;
+  document.body.dataset.images = String(images.length);
+  document.body.dataset.broken = String(broken);
+  const sizes = Array.from(document.querySelectorAll("td, th, caption, figcaption, p"))
+    .map(e => parseFloat(getComputedStyle(e).fontSize));
+  document.body.dataset.minFont = String(Math.min(...sizes));
+  const shrink = images.map(i => i.width / i.naturalWidth);
+  document.body.dataset.minImageScale = String(Math.min(1, ...shrink));
+});
+"""
+
+
+def standalone_page(title: str, sections: list[str]) -> str:
+    stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f"<title>{html.escape(title)}</title><style>{_STYLE}</style>"
+        f"<script>{_CHECK}</script></head><body>"
+        f"<h1>{html.escape(title)}</h1>"
+        f"<p>mesabench {__version__}, generated {stamp}; reference table "
+        f"{REFERENCE_VERSION}.</p>" + "\n".join(sections) + "</body></html>\n"
+    )

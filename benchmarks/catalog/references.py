@@ -174,7 +174,7 @@ def references_for(benchmark: str, from_spec: bool = True) -> list[ReferenceRow]
     not looked up when ``from_spec`` is false)."""
     if not from_spec:
         return list(REFERENCES.get(benchmark, []))
-    from benchmarks.runner import benchmark_spec
+    from benchmarks.catalog.installed import benchmark_spec
     from methods.registry import RegistryError
 
     try:

@@ -1,9 +1,16 @@
-"""The progress bar shown while a protocol trains a method, and the console's output."""
+"""What a running process shows and how it takes signals: its console, the progress bar
+while a protocol trains a method, and the one-line answers to bad input and interruption.
+Shared by the command line and warm cells, so that a cell forked from a warm launcher
+behaves as ``python -m benchmarks run`` would."""
 
 from __future__ import annotations
 
 import io
+import logging
 import os
+import signal
+import sys
+from collections.abc import Callable
 
 from rich.console import Console
 from rich.progress import (
@@ -14,6 +21,49 @@ from rich.progress import (
     TimeElapsedColumn,
     TimeRemainingColumn,
 )
+
+from mesabench_core import BadInput
+
+EXIT_USAGE, EXIT_KILLED = 2, 130
+
+log = logging.getLogger("mesabench")
+
+
+def _raise_keyboard_interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
+def prepare_process() -> Console:
+    """Set up this process as the suite's commands expect; returns the console to print to."""
+    console = Console(file=WatchedOutput(sys.stdout))
+    # Plain one-line records on stderr: readable in a terminal, a CI log and a grep. Our
+    # notes at INFO; other libraries' only from WARNING (matplotlib announces a rebuilt font
+    # cache at INFO, for one).
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s: %(message)s")
+    log.setLevel(logging.INFO)
+    # MLflow's own progress notes ("Creating initial MLflow database tables...") are not ours
+    # to show; its warnings and errors still are. (Read by MLflow when it is imported.)
+    os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")
+    # A polite kill (SIGTERM) and a closed terminal (SIGHUP) are interruptions too: the run
+    # is marked KILLED, not lost.
+    signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
+    if hasattr(signal, "SIGHUP"):
+        signal.signal(signal.SIGHUP, _raise_keyboard_interrupt)
+    return console
+
+
+def answered(command: Callable[[], int]) -> int:
+    """``command``'s exit code; bad input is one line and exit 2, an interruption before
+    any run was started (waiting for a claim, opening the store) one line and exit 130:
+    nothing to close, and no traceback to show."""
+    try:
+        return command()
+    except BadInput as err:
+        sys.stderr.write(f"error: {err}\n")
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        sys.stderr.write("interrupted\n")
+        return EXIT_KILLED
 
 
 class WatchedOutput(io.TextIOBase):

@@ -25,15 +25,12 @@ from pathlib import Path
 from sys import intern
 from typing import Protocol
 
-from mesabench_datasets.typed_config import ConfigError
+from mesabench_core import RUN_LOCAL_SETTINGS, ConfigError
 
 log = logging.getLogger("mesabench")
 
 #: Page size for server reads (MLflow's largest allowed for a run search).
 PAGE = 50_000
-#: The recorded settings that may differ between runs of one configuration (config hash):
-#: everything else a run records is its configuration's.
-RUN_LOCAL_SETTINGS = ("seed", "device", "data_root")
 #: An index our SQLite stores add to MLflow's schema (``tracking.open_store``): tags by key
 #: and value, so that the runs of given cells are found without reading every run's tags.
 TAG_VALUE_INDEX = "CREATE INDEX IF NOT EXISTS mesabench_tags_key_value ON tags (key, value)"

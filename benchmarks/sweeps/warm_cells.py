@@ -2,13 +2,14 @@
 
 A cell's command (``python -m benchmarks run ...``) spends most of a short cell importing
 torch, MLflow and the suite (about 5 s on 2 cores). With ``sweep --warm`` a launcher
-process imports them once and forks a child per cell, which runs the same command
-in-process (``benchmarks.cli.main``) and exits with its exit code. Each cell is still its
+process imports them once and forks a child per cell, which hands the cell's request (a
+:class:`~benchmarks.running.service.RunRequest` as plain data) to the run service in-process
+and exits with the exit code the command would have had. Each cell is still its
 own process: a crash, an out-of-memory kill or a SIGKILL ends that cell only, and its
 state starts from the launcher's, which never trains, never starts a thread and never
 touches a GPU (CUDA cannot cross a fork).
 
-The launcher reads one JSON request per line on stdin (``argv`` after ``-m benchmarks``,
+The launcher reads one JSON message per line on stdin (``request``: the cell's run request,
 ``env``, ``out``: a file for the cell's output) and answers ``{"id", "pid"}`` when the cell
 starts and ``{"id", "code"}`` when it ends (a negative code: killed by that signal, as
 ``subprocess`` says it). When stdin closes (the sweep ended or died) it waits for its cells
@@ -34,12 +35,12 @@ from pathlib import Path
 #: cell would import it again (about 2 s of a one-iteration cell). None starts a thread.
 PRELOAD = ("torch", "torch.func", "torch._dynamo", "mlflow",
            "mlflow.store.tracking.sqlalchemy_store",
-           "mlflow.store.tracking.sqlalchemy_workspace_store", "benchmarks.cli",
-           "benchmarks.runner", "benchmarks.tracking", "benchmarks.claims", "benchmarks.plots",
-           "benchmarks.progress")  # fmt: skip
+           "mlflow.store.tracking.sqlalchemy_workspace_store", "benchmarks.running.service",
+           "benchmarks.running.execute", "benchmarks.store.tracking", "benchmarks.store.claims",
+           "benchmarks.protocols.figures", "benchmarks.running.console")  # fmt: skip
 
 
-def _cell(argv: list[str], env: dict[str, str], out: str, interruptible: bool) -> int:
+def _cell(request: dict, env: dict[str, str], out: str, interruptible: bool) -> int:
     """In the forked child: the cell's environment and output, then the command.
 
     ``interruptible``: whether the sweep itself takes Ctrl-C. A sweep started as a script's
@@ -61,10 +62,10 @@ def _cell(argv: list[str], env: dict[str, str], out: str, interruptible: bool) -
     threads = env.get("OMP_NUM_THREADS", "")
     if threads.isdigit() and int(threads) > 0:
         torch.set_num_threads(int(threads))  # the launcher's count was read at its start
-    from benchmarks.cli import main
+    from benchmarks.running.service import run_cell
 
     try:
-        code = main(argv)
+        code = run_cell(request)
     except SystemExit as exit_:
         code = exit_.code if isinstance(exit_.code, int) else 1
     sys.stdout.flush()
@@ -107,7 +108,8 @@ def serve() -> None:
                         code = 1
                         try:
                             code = _cell(
-                                request["argv"], request["env"], request["out"], interruptible
+                                request["request"], request["env"], request["out"],
+                                interruptible,
                             )
                         except BaseException:  # what main() did not handle: into its output
                             traceback.print_exc()
@@ -154,7 +156,7 @@ class Launcher:
 
     def __init__(self, env: dict[str, str]):
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "benchmarks.warm_cells"],
+            [sys.executable, "-m", "benchmarks.sweeps.warm_cells"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env,
         )  # fmt: skip
         ready = self.process.stdout.readline()
@@ -185,13 +187,13 @@ class Launcher:
                 cell.started.set()
                 cell.ended.set()
 
-    def start(self, argv: list[str], env: dict[str, str], out: Path) -> WarmCell:
-        """Start one cell (``argv``: the arguments after ``python -m benchmarks``)."""
+    def start(self, request: dict, env: dict[str, str], out: Path) -> WarmCell:
+        """Start one cell (``request``: its RunRequest as plain data)."""
         with self._lock:
             self._next += 1
             cell = self._cells[self._next] = WarmCell(self._next)
-            request = {"id": cell.id, "argv": argv, "env": env, "out": str(out)}
-            self.process.stdin.write((json.dumps(request) + "\n").encode())
+            message = {"id": cell.id, "request": request, "env": env, "out": str(out)}
+            self.process.stdin.write((json.dumps(message) + "\n").encode())
             self.process.stdin.flush()
         cell.started.wait()
         return cell
@@ -203,12 +205,12 @@ class Launcher:
         self.process.wait()
 
 
-def run_warm(launcher: Launcher, args: list[str], env: dict[str, str], started=None):
-    """Run one cell (``args``: after ``python -m benchmarks``) in ``launcher``, its output in
-    a temporary file as :func:`benchmarks.sweep.run_to_file` does; returns (code, output)."""
+def run_warm(launcher: Launcher, request: dict, env: dict[str, str], started=None):
+    """Run one cell (``request``: its RunRequest as plain data) in ``launcher``, its output in
+    a temporary file as :func:`benchmarks.sweeps.sweep.run_to_file` does; returns (code, output)."""
     with tempfile.NamedTemporaryFile(mode="w+", encoding="utf-8", errors="replace",
                                      suffix=".log") as out:  # fmt: skip
-        cell = launcher.start(args, env, Path(out.name))
+        cell = launcher.start(request, env, Path(out.name))
         if started is not None:
             started(cell)
         code = cell.wait()

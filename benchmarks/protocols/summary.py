@@ -1,5 +1,5 @@
 """Summary statistics of one run, used by the protocols (the leaderboard's statistics over
-seeds are in :mod:`benchmarks.statistics`)."""
+seeds are in :mod:`benchmarks.results.statistics`)."""
 
 from __future__ import annotations
 

@@ -1,0 +1,1 @@
+"""The command line (python -m benchmarks): parsing, the commands, progress and console output."""

@@ -1,0 +1,353 @@
+"""The command line: run, list, show, sweep, reproduce, and the results commands
+(leaderboard, report, ui, compare).
+
+Exit codes: 0 done; 1 the run failed (recorded as FAILED); 2 bad input (nothing written);
+3 not run: with --exclusive, the cell is FINISHED (by another process); 130 interrupted
+(Ctrl-C, SIGTERM, SIGHUP or a closed output pipe; recorded as KILLED, resumable).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+
+from rich.console import Console
+from rich.table import Table
+
+from benchmarks.planning.config import parse_pairs
+from benchmarks.running.console import EXIT_USAGE, answered, prepare_process
+from mesabench_core import BadInput
+
+EXIT_OK, EXIT_FAILED = 0, 1
+__all__ = ["EXIT_USAGE", "UsageError", "build_parser", "main"]
+
+log = logging.getLogger("mesabench")
+
+
+class UsageError(BadInput):
+    """Bad command-line input."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # one line, exit 2, no usage dump
+        raise UsageError(message)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="python -m benchmarks", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    run = sub.add_parser("run", help="run a method on a benchmark and record it in MLflow")
+    run.add_argument("--method", help="method name (see 'list methods')")
+    run.add_argument("--benchmark", default=None, help="benchmark name (default sinusoid-5shot)")
+    run.add_argument("--seed", type=int, default=0)
+    run.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a method, task or protocol setting (repeatable)",
+    )
+    run.add_argument("--preset", default=None, help="a named override set of the benchmark")
+    run.add_argument("--tracking-uri", default=None, help="MLflow tracking URI")
+    run.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
+    run.add_argument("--resume", metavar="RUN_ID", help="continue a killed run")
+    run.add_argument(
+        "--data-root", default=None, help="folder with real datasets (else $MESABENCH_DATA)"
+    )
+    run.add_argument("--parent", default=None, metavar="RUN_ID", help="a sweep's parent run")
+    run.add_argument(
+        "--system-metrics",
+        action="store_true",
+        help="also log CPU, memory (and GPU) use every 10 s (MLflow's system/*)",
+    )
+    run.add_argument(
+        "--exclusive",
+        action="store_true",
+        help="claim the cell (config, seed) first: wait while another process runs it, exit 3 "
+        "if it is FINISHED, take it over if its holder died; sweeps run every cell this way",
+    )
+
+    ev = sub.add_parser(
+        "evaluate", help="score a finished run's saved learner, here or on another benchmark"
+    )
+    ev.add_argument("run_id", help="the training run whose learner to score")
+    ev.add_argument("--benchmark", default=None, help="where to score it (default: its own)")
+    ev.add_argument("--learner", choices=["best", "final"], default=None,
+                    help="which saved learner (default: best where saved, else final)")  # fmt: skip
+    ev.add_argument("--seed", type=int, default=None, help="default: the run's seed")
+    ev.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    ev.add_argument("--device", default="auto")
+    ev.add_argument("--data-root", default=None, help="folder with real datasets")
+    ev.add_argument("--tracking-uri", default=None)
+
+    lst = sub.add_parser("list", help="list methods or benchmarks")
+    lst.add_argument("what", choices=["methods", "benchmarks"])
+
+    show = sub.add_parser(
+        "show", help="print a benchmark's resolved spec, or a method's config on a benchmark"
+    )
+    show.add_argument("name", help="a benchmark, or a method (shown on --benchmark)")
+    show.add_argument("--method", help="also print this method's resolved config")
+    show.add_argument("--benchmark", help="with a method's name: the benchmark (default "
+                      "sinusoid-5shot)")  # fmt: skip
+    show.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+
+    from benchmarks.cli.results_commands import add_commands
+
+    add_commands(sub)
+
+    sweep = sub.add_parser("sweep", help="run methods x grid x seeds; resumable, local or Ray")
+    sweep.add_argument("file", nargs="?", default=None, help="a YAML sweep file")
+    sweep.add_argument("--benchmark", default=None)
+    sweep.add_argument("--methods", default=None, help="comma list of methods")
+    sweep.add_argument("--seeds", default="0", help="e.g. 0-4 or 0,2,5 (default 0)")
+    sweep.add_argument(
+        "--grid", action="append", default=[], metavar="KEY=V1,V2", help="repeatable"
+    )
+    sweep.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    sweep.add_argument("--preset", default=None)
+    sweep.add_argument("--device", default="cpu")
+    sweep.add_argument("--workers", type=int, default=1, help="parallel cells (local backend)")
+    sweep.add_argument(
+        "--warm",
+        action="store_true",
+        help="fork every cell from a process that imported everything once (one per Ray "
+        "worker); saves ~5 s per cell, each cell still its own process",
+    )
+    sweep.add_argument("--backend", choices=["local", "ray"], default="local")
+    sweep.add_argument("--address", default=None, help="Ray cluster address (or 'auto')")
+    sweep.add_argument("--tracking-uri", default=None)
+    sweep.add_argument(
+        "--data-root", default=None, help="folder with real datasets, given to every cell"
+    )
+
+    rep = sub.add_parser(
+        "reproduce", help="run a published table's sweeps and judge it line by line"
+    )
+    rep.add_argument("table", nargs="?", default=None, help="a table (see --list)")
+    rep.add_argument("--list", action="store_true", help="list the tables and their costs")
+    rep.add_argument("--preset", default="quick", help="quick, cpu or paper (default quick)")
+    rep.add_argument("--seeds", default=None, help="default: the table's own")
+    rep.add_argument("--workers", type=int, default=1, help="parallel cells")
+    rep.add_argument("--warm", action="store_true", help="fork cells from a warm launcher")
+    rep.add_argument("--no-run", action="store_true",
+                     help="only judge what the store holds (missing lines: not run)")  # fmt: skip
+    rep.add_argument("--lines", default=None,
+                     help="run only the lines whose label contains this (and what they are "
+                     "held to); every line is still judged from the store")  # fmt: skip
+    rep.add_argument("--markdown", action="store_true", help="print the RESULTS.md table")
+    rep.add_argument("--tracking-uri", default=None)
+    rep.add_argument("--data-root", default=None, help="folder with real datasets")
+    return parser
+
+
+def parse_overrides(items: Sequence[str]) -> dict[str, str]:
+    return parse_pairs(items, "--set")
+
+
+def _report_plugin_errors(console: Console) -> None:
+    from benchmarks.running.service import report_plugin_errors
+
+    report_plugin_errors()
+
+
+# -- commands ---------------------------------------------------------------------------
+def cmd_list(args, console: Console) -> int:
+    from benchmarks.catalog.installed import load_plugins, plugins_disabled
+    from benchmarks.catalog.specs import BENCHMARKS
+    from methods.registry import METHODS
+
+    load_plugins()
+    registry = METHODS if args.what == "methods" else BENCHMARKS
+    table = Table(title=args.what)
+    table.add_column("name", style="bold")
+    table.add_column("protocol")
+    table.add_column("source")
+    table.add_column("description")
+    for entry in registry:
+        if args.what == "methods":
+            protocol = ", ".join(sorted(getattr(entry.value.cls, "protocols", ())))
+        else:
+            protocol = entry.value.protocol_name
+        table.add_row(entry.name, protocol, entry.source, entry.description)
+    console.print(table)
+    if plugins_disabled():
+        console.print("plugins disabled (MESABENCH_DISABLE_PLUGINS)")
+    _report_plugin_errors(console)
+    return EXIT_OK
+
+
+def cmd_show(args, console: Console) -> int:
+    import json
+
+    from benchmarks.catalog.installed import benchmark_spec, load_plugins
+    from benchmarks.catalog.specs import BENCHMARKS
+    from benchmarks.planning.config import ConfigError, apply_overrides, as_dict
+    from benchmarks.planning.plan import DEFAULT_BENCHMARK, plan_run
+    from methods.registry import METHODS
+
+    load_plugins()
+    benchmark, method = args.name, args.method
+    if benchmark not in BENCHMARKS.entries and benchmark in METHODS.entries:
+        benchmark, method = args.benchmark or DEFAULT_BENCHMARK, args.name
+    elif args.benchmark is not None:
+        raise ConfigError("--benchmark goes with a method's name: show METHOD --benchmark B")
+    spec = benchmark_spec(benchmark)
+    overrides = parse_overrides(args.overrides)
+    body = json.loads(spec.describe())
+    if method is None:
+        sections = apply_overrides(spec.sections(), overrides)
+    else:
+        plan = plan_run(method, benchmark, 0, overrides, device="cpu")
+        sections = plan.sections()
+        body["method"] = {"name": plan.method_name, **as_dict(plan.method)}
+    body["task"], body["protocol"] = as_dict(sections["task"]), as_dict(sections["protocol"])
+    if hasattr(sections["task"], "derived"):  # e.g. a stream's angles, drawn from its seed
+        body["derived"] = sections["task"].derived()
+    console.print_json(json.dumps(body, default=str))
+    return EXIT_OK
+
+
+def cmd_run(args, console: Console) -> int:
+    from benchmarks.running.service import RunRequest, run_command
+
+    request = RunRequest(
+        method=args.method, benchmark=args.benchmark, seed=args.seed,
+        settings=parse_overrides(args.overrides), preset=args.preset, device=args.device,
+        tracking_uri=args.tracking_uri, data_root=args.data_root, parent=args.parent,
+        exclusive=args.exclusive, system_metrics=args.system_metrics, resume=args.resume,
+    )  # fmt: skip
+    return run_command(request, console)
+
+
+def cmd_evaluate(args, console: Console) -> int:
+    """Score a finished run's saved learner on its benchmark or another compatible one; the
+    new run records which run it came from."""
+    from benchmarks.running.service import EvaluationRequest, evaluate_command
+
+    request = EvaluationRequest(
+        run_id=args.run_id, benchmark=args.benchmark, learner=args.learner, seed=args.seed,
+        settings=parse_overrides(args.overrides), device=args.device,
+        tracking_uri=args.tracking_uri, data_root=args.data_root,
+    )  # fmt: skip
+    return evaluate_command(request, console)
+
+
+def cmd_sweep(args, console: Console) -> int:
+    from pathlib import Path
+
+    from benchmarks.store.tracking import MlflowTracker
+    from benchmarks.sweeps.sweep import (
+        plan_cells,
+        run_sweep,
+        spec_from_args,
+        spec_from_file,
+        summary_line,
+    )
+
+    if args.file is not None:
+        if args.benchmark or args.methods or args.grid or args.overrides:
+            raise UsageError("a sweep file takes no --benchmark, --methods, --grid or --set")
+        spec = spec_from_file(Path(args.file), args.data_root)
+    else:
+        if not args.benchmark or not args.methods:
+            raise UsageError("sweep needs a sweep file, or --benchmark and --methods")
+        spec = spec_from_args(
+            args.benchmark, args.methods, args.seeds, args.grid, args.overrides,
+            args.preset, args.device, args.data_root,
+        )  # fmt: skip
+    if args.workers < 1:
+        raise UsageError(f"--workers must be >= 1 (got {args.workers})")
+    _report_plugin_errors(console)
+    plan_cells(spec)  # every cell validated before the store is even opened
+    tracker = MlflowTracker(args.tracking_uri)
+    result = run_sweep(
+        spec, tracker, args.backend, args.workers, args.address, progress=console.print,
+        warm=args.warm,
+    )  # fmt: skip
+    console.print(f"sweep {spec.sweep_id()}: {summary_line(result)}")
+    return result.exit_code
+
+
+def cmd_reproduce(args, console: Console) -> int:
+    from benchmarks.published.reproduce import (
+        HEADERS,
+        catalog_rows,
+        lines_to_run,
+        markdown,
+        reproduce,
+        rows,
+        verdict_counts,
+    )
+    from benchmarks.published.tables import TABLES, check_preset, table_named
+    from benchmarks.store.tracking import MlflowTracker
+
+    if args.list:
+        listing = Table(title="published tables (cost: wall time on a 2-core CPU, one core "
+                        "per run, all seeds)")  # fmt: skip
+        for header in ("table", "claim", "lines", "seeds", "quick", "cpu", "paper"):
+            listing.add_column(header)
+        for row in catalog_rows(list(TABLES.values())):
+            listing.add_row(*row)
+        console.print(listing)
+        return EXIT_OK
+    if args.table is None:
+        raise UsageError("reproduce needs a table name (see 'reproduce --list')")
+    table = table_named(args.table)
+    check_preset(args.preset)
+    if args.workers < 1:
+        raise UsageError(f"--workers must be >= 1 (got {args.workers})")
+    lines_to_run(table, args.lines)  # a typo refused before the store is opened
+    _report_plugin_errors(console)
+    tracker = MlflowTracker(args.tracking_uri)
+    say = (lambda line: log.info(line)) if args.markdown else console.print
+    outcome = reproduce(
+        table, tracker, args.preset, args.seeds, args.workers, args.warm,
+        run=not args.no_run, data_root=args.data_root, progress=say, lines=args.lines,
+    )  # fmt: skip
+    if args.markdown:
+        sys.stdout.write(markdown(outcome, tracker.uri, args.lines, args.data_root))
+    else:
+        shown = Table(title=f"{table.title} ({table.name}, preset {args.preset})")
+        for header in HEADERS:
+            shown.add_column(header)
+        for row in rows(outcome):
+            shown.add_row(*row)
+        console.print(shown)
+        console.print(f"verdicts: {verdict_counts(outcome)}")
+    if outcome.failed:
+        console.print(f"{outcome.failed} cell(s) FAILED or KILLED: their lines count as not run")
+    return EXIT_FAILED if outcome.failed else EXIT_OK
+
+
+def _results_command(name: str):
+    def command(args, console: Console) -> int:
+        from benchmarks.cli.main import results_commands as cli_results
+        return getattr(cli_results, f"cmd_{name}")(args, console)
+
+    return command
+
+
+COMMANDS = {
+    "run": cmd_run,
+    "list": cmd_list,
+    "show": cmd_show,
+    "evaluate": cmd_evaluate,
+    "sweep": cmd_sweep,
+    "reproduce": cmd_reproduce,
+    **{name: _results_command(name) for name in ("leaderboard", "report", "ui", "compare", "runs")},
+}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    console = prepare_process()
+
+    def command() -> int:
+        args = build_parser().parse_args(argv)
+        return COMMANDS[args.command](args, console)
+
+    return answered(command)

@@ -1,0 +1,1 @@
+"""Published tables and claims, and reproduce, which runs and judges them."""

@@ -1,0 +1,1 @@
+"""Results read back: statistics over seeds, leaderboards, their formats and the HTML report."""

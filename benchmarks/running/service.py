@@ -1,0 +1,416 @@
+"""The run service: every run, whoever asks for it (the command line, the Python API, a
+sweep's cell, a warm cell), goes through here.
+
+A caller states what it wants as a :class:`RunRequest` (or an :class:`EvaluationRequest`);
+the service validates it into a plan, loads the data, claims the cell when asked to, starts
+(or reopens) the MLflow run, records the data files it read, and hands back a
+:class:`StartedRun` to execute. :func:`run_command` and :func:`evaluate_command` add what a
+person sees: the progress bar, the final table, one line for each way a run can end, and
+the exit codes below.
+
+Exit codes: 0 done; 1 the run failed (recorded as FAILED); 2 bad input (nothing written);
+3 not run: with ``exclusive``, the cell is FINISHED (by another process); 130 interrupted
+(Ctrl-C, SIGTERM, SIGHUP or a closed output pipe; recorded as KILLED, resumable).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import logging
+import sys
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from benchmarks.catalog.installed import benchmark_spec, load_plugins
+from benchmarks.planning.plan import DEFAULT_BENCHMARK, RunPlan, plan_from_dict, plan_run
+from benchmarks.protocols import PROTOCOLS
+from benchmarks.running.console import (
+    EXIT_KILLED,
+    TrainingProgress,
+    answered,
+    prepare_process,
+)
+from benchmarks.running.execute import (
+    RunFailed,
+    RunInterrupted,
+    execute_recorded,
+    fit_learner,
+    prepare_data,
+    record_data_files,
+)
+from benchmarks.store import claims
+from benchmarks.store.lifecycle import heartbeat_interval
+from benchmarks.store.tracking import MlflowTracker
+from mesabench_core import ConfigError
+from mesabench_datasets.data_root import using_data_root
+from methods.registry import METHODS
+
+EXIT_OK, EXIT_FAILED, EXIT_ELSEWHERE = 0, 1, 3
+
+log = logging.getLogger("mesabench")
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    """One run asked for: a new run of ``method`` on ``benchmark``, or (``resume``) the
+    continuation of a killed one. ``settings`` are ``key`` or ``section.key`` -> a
+    command-line string or a Python value. Plain data: it travels as JSON to a warm cell
+    and as a command line to a cold one."""
+
+    method: str | None = None
+    benchmark: str | None = None
+    seed: int = 0
+    settings: Mapping[str, Any] = field(default_factory=dict)
+    preset: str | None = None
+    device: str = "auto"
+    tracking_uri: str | None = None
+    data_root: str | None = None
+    #: A sweep's parent run: this run is recorded as its child.
+    parent: str | None = None
+    #: Claim the cell (config, seed) first: wait while another process runs it, do nothing
+    #: if it is FINISHED, take it over if its holder died. Sweeps run every cell this way.
+    exclusive: bool = False
+    #: Also log CPU, memory (and GPU) use every 10 s (MLflow's ``system/*``).
+    system_metrics: bool = False
+    #: Continue this killed run instead (no method, benchmark, settings or data root).
+    resume: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**dataclasses.asdict(self), "settings": dict(self.settings)}
+
+    @classmethod
+    def from_dict(cls, body: Mapping[str, Any]) -> RunRequest:
+        return cls(**body)
+
+    def command(self) -> list[str]:
+        """The same request as ``python -m benchmarks`` arguments (a cold cell's)."""
+        argv = ["run"]
+        valued = [("--method", self.method), ("--benchmark", self.benchmark),
+                  ("--seed", None if self.resume else str(self.seed)),
+                  ("--tracking-uri", self.tracking_uri), ("--parent", self.parent),
+                  ("--device", self.device), ("--preset", self.preset),
+                  ("--data-root", self.data_root), ("--resume", self.resume)]  # fmt: skip
+        for flag, value in valued:
+            if value is not None:
+                argv += [flag, value]
+        switches = [("--exclusive", self.exclusive), ("--system-metrics", self.system_metrics)]
+        argv += [flag for flag, on in switches if on]
+        for key, value in self.settings.items():
+            argv += ["--set", f"{key}={value}"]
+        return argv
+
+
+@dataclass(frozen=True)
+class EvaluationRequest:
+    """Score the saved learner of finished training run ``run_id`` again, on its own
+    benchmark or another compatible one, into a new run that records where it came from."""
+
+    run_id: str
+    benchmark: str | None = None
+    #: ``best`` or ``final``; None: best where saved, else final.
+    learner: str | None = None
+    #: None: the training run's seed.
+    seed: int | None = None
+    settings: Mapping[str, Any] = field(default_factory=dict)
+    device: str = "auto"
+    tracking_uri: str | None = None
+    data_root: str | None = None
+
+
+@dataclass
+class StartedRun:
+    """A run recorded RUNNING in the store, ready to execute."""
+
+    plan: RunPlan
+    tracker: MlflowTracker
+    run_id: str
+    #: Where a resumed run continues from (None: from the start).
+    checkpoint: dict[str, Any] | None = None
+    #: An evaluation's saved learner, scored instead of trained.
+    learner: dict[str, Any] | None = None
+    claim: Any = None
+
+    def execute(self, progress=None) -> dict[str, float]:
+        """Run to the end and close the run (see :func:`execute_recorded`)."""
+        return execute_recorded(self.plan, self.tracker, progress=progress,
+                                checkpoint=self.checkpoint, learner=self.learner)  # fmt: skip
+
+    def release(self) -> None:
+        if self.claim is not None:
+            self.claim.release()
+            self.claim = None
+
+
+def report_plugin_errors() -> None:
+    for line in load_plugins():
+        log.warning(line)
+
+
+def _begin(plan: RunPlan, data_files: list, tracker: MlflowTracker, method_source: str,
+           parent: str | None = None, extra_tags: dict[str, str] | None = None,
+           claim=None) -> str:  # fmt: skip
+    """The one way a new run enters the store: created with its plan, params and tags, its
+    claim (if any) pointed at it, the data files it read recorded."""
+    try:
+        run_id = tracker.start(plan, method_source, parent, extra_tags=extra_tags)
+    except BaseException:
+        if claim is not None:
+            claim.release()
+        raise
+    if claim is not None:
+        claim.hold(run_id)
+    record_data_files(tracker, data_files)
+    return run_id
+
+
+def open_run(request: RunRequest) -> StartedRun | None:
+    """Validate ``request``, then start (or reopen) its run. Every mistake in the request
+    is found before the store is touched (:class:`~mesabench_core.BadInput`). None: an
+    ``exclusive`` request whose cell another process has FINISHED."""
+    if request.system_metrics and importlib.util.find_spec("psutil") is None:
+        raise ConfigError("--system-metrics needs psutil: pip install psutil")
+    if request.resume is not None:
+        started = _reopen(request)
+    else:
+        if not request.method:
+            raise ConfigError("run needs --method (or --resume RUN_ID)")
+        plan = plan_run(request.method, request.benchmark or DEFAULT_BENCHMARK, request.seed,
+                        dict(request.settings), request.device, preset=request.preset,
+                        data_root=request.data_root)  # fmt: skip
+        data_files = prepare_data(plan)
+        tracker = MlflowTracker(request.tracking_uri)
+        claim = None
+        if request.exclusive:
+            claim = _claim_cell(tracker, plan)
+            if claim is None:
+                return None
+        run_id = _begin(plan, data_files, tracker, METHODS.get(plan.method_name).source,
+                        request.parent, claim=claim)  # fmt: skip
+        started = StartedRun(plan, tracker, run_id, claim=claim)
+    if request.system_metrics:
+        started.tracker.before_close.append(
+            _system_metrics(started.tracker, started.run_id, resumed=request.resume is not None)
+        )
+    return started
+
+
+def _reopen(request: RunRequest) -> StartedRun:
+    if request.method or request.benchmark or request.settings or request.data_root:
+        raise ConfigError("--resume takes no --method, --benchmark, --set or --data-root")
+    tracker = MlflowTracker(request.tracking_uri)
+    try:
+        body = tracker.reopen(request.resume)
+    except Exception as err:  # unknown or FINISHED run id, missing config artifact
+        raise ConfigError(f"cannot resume run {request.resume!r}: {err}") from None
+    plan = plan_from_dict(body)
+    prepare_data(plan)  # before the run is touched: a refusal leaves it as it was
+    if plan.learner_from:  # an evaluation: score the saved learner again
+        # The learner it scored: the one its start recorded.
+        wanted = tracker.client.get_run(request.resume).data.tags.get("mesabench.learner")
+        _, learner = _saved_learner(tracker, plan.learner_from, wanted)
+        tracker.resume()
+        return StartedRun(plan, tracker, request.resume, learner=learner)
+    checkpoint = tracker.load_checkpoint()
+    _check_resumable(request.resume, plan, checkpoint)  # before the run is touched
+    tracker.resume()
+    return StartedRun(plan, tracker, request.resume, checkpoint=checkpoint)
+
+
+def open_evaluation(request: EvaluationRequest) -> StartedRun:
+    """Start a run that scores a finished run's saved learner; refused (bad input) before
+    anything is recorded when the run, its learner or the target benchmark do not fit."""
+    tracker = MlflowTracker(request.tracking_uri)
+    try:
+        source = tracker.client.get_run(request.run_id)
+    except Exception:
+        raise ConfigError(f"evaluate: no run {request.run_id!r} in {tracker.uri}") from None
+    if source.info.status != "FINISHED":
+        raise ConfigError(f"evaluate: run {request.run_id} is {source.info.status}, not "
+                          "FINISHED")  # fmt: skip
+    body = tracker.read_plan(request.run_id)
+    if body.get("learner_from"):
+        raise ConfigError(f"evaluate: run {request.run_id} is itself an evaluation; name the "
+                          f"training run {body['learner_from']}")  # fmt: skip
+    learner_name, saved = _saved_learner(tracker, request.run_id, request.learner)
+    # The learner's own method settings; on its own benchmark its task and protocol
+    # settings too (so that the run's test is repeated exactly), elsewhere the target's;
+    # then the user's settings.
+    benchmark = request.benchmark or body["benchmark"]
+    sections = ("method", "task", "protocol") if benchmark == body["benchmark"] else ("method",)
+    settings = {f"{part}.{k}": v for part in sections for k, v in body[part].items()}
+    settings.update(request.settings)
+    plan = plan_run(body["method_name"], benchmark,
+                    body["seed"] if request.seed is None else request.seed, settings,
+                    request.device, data_root=request.data_root)  # fmt: skip
+    plan = dataclasses.replace(plan, learner_from=request.run_id)
+    data_files = prepare_data(plan)
+    with using_data_root(plan.data_root):
+        fit_learner(plan, saved)  # refused here, before anything is recorded
+    origin = {"mesabench.evaluated_from": request.run_id, "mesabench.learner": learner_name,
+              "mesabench.trained_on": body["benchmark"]}  # fmt: skip
+    method_source = source.data.tags.get("mesabench.method_source", "?")
+    run_id = _begin(plan, data_files, tracker, method_source, extra_tags=origin)
+    return StartedRun(plan, tracker, run_id, learner=saved)
+
+
+def _check_resumable(run_id: str, plan: RunPlan, checkpoint) -> None:
+    """Refuse, leaving the run as it is, a checkpoint its protocol cannot continue (one
+    written before the protocols shared one skeleton, or by another protocol)."""
+    if checkpoint is None:
+        return
+    protocol = PROTOCOLS[benchmark_spec(plan.benchmark).protocol_name]
+    problem = protocol.checkpoint_problem(checkpoint)
+    if problem is not None:
+        raise ConfigError(f"cannot resume run {run_id!r}: {problem}; start the run afresh")
+
+
+def _saved_learner(tracker: MlflowTracker, run_id: str, wanted: str | None) -> tuple[str, dict]:
+    """Which learner of run ``run_id`` (``wanted``, else ``best`` where saved, else
+    ``final``) and its state."""
+    for name in [wanted] if wanted else ["best", "final"]:
+        saved = tracker.load_learner(run_id, name)
+        if saved is not None:
+            return name, saved["state"]
+    raise ConfigError(
+        f"run {run_id} saved no {wanted or 'best'!r} learner (runs keep learners since "
+        "mesabench 0.1.0 commit f4aeb5c; older runs have none)"
+    )
+
+
+def _claim_cell(tracker: MlflowTracker, plan: RunPlan):
+    """Claim ``plan``'s cell; None (with one line said) when it is FINISHED elsewhere.
+
+    While another live process holds the cell, wait: if it finishes, this attempt is not
+    needed; if it dies (its heartbeat stops), this attempt takes the cell over. So a retried
+    Ray task and a second sweep of the same grid neither repeat nor abandon a cell.
+    """
+    benchmark, config_hash = plan.benchmark, plan.config_hash()
+    waited = False
+    while True:
+        got = claims.acquire(tracker.client, benchmark, config_hash, plan.seed)
+        if isinstance(got, claims.Claim):
+            break
+        if not waited:
+            log.info("waiting: %s seed %d is %s", plan.method_name, plan.seed, got.describe())
+            waited = True
+        time.sleep(min(heartbeat_interval(), 10.0))
+    # Claimed; a run that finished before our claim must not be repeated.
+    done = claims.finished_run_of(tracker, plan.method_name, benchmark, config_hash, plan.seed)
+    if done is not None:
+        got.release()
+        log.info("not run: %s seed %d already FINISHED as run %s", plan.method_name, plan.seed,
+                 done)  # fmt: skip
+        return None
+    return got
+
+
+def _system_metrics(tracker: MlflowTracker, run_id: str, resumed: bool):
+    """Start MLflow's system-metrics monitor on the run (a sample every 10 s, logged as
+    ``system/*``); returns what stops it, to call before the run is closed: the last,
+    partial window is logged too, so a run shorter than 10 s still gets one sample."""
+    import contextlib
+    import io
+
+    from mlflow.system_metrics.system_metrics_monitor import SystemMetricsMonitor
+
+    with contextlib.redirect_stderr(io.StringIO()):  # its start-up notes are not ours to print
+        monitor = SystemMetricsMonitor(
+            run_id, sampling_interval=10, resume_logging=resumed, tracking_uri=tracker.uri
+        )
+        monitor.start()
+
+    def stop() -> None:
+        monitor.finish()
+        last = monitor.aggregate_metrics()
+        if last:
+            monitor.publish_metrics(last)
+            monitor.mlflow_logger.flush()
+
+    return stop
+
+
+# -- what a person sees -------------------------------------------------------------------------
+def run_command(request: RunRequest, console: Console) -> int:
+    """Open and run ``request`` to its end, showing progress; the exit code."""
+    report_plugin_errors()
+    started = open_run(request)
+    if started is None:
+        return EXIT_ELSEWHERE
+    try:
+        return run_to_end(started, console)
+    finally:
+        started.release()
+
+
+def run_cell(body: Mapping[str, Any]) -> int:
+    """A cell's run in this (forked) process, from its request as plain data: what ``python
+    -m benchmarks run`` with the same request does, without starting an interpreter."""
+    console = prepare_process()
+    return answered(lambda: run_command(RunRequest.from_dict(body), console))
+
+
+def evaluate_command(request: EvaluationRequest, console: Console) -> int:
+    return run_to_end(open_evaluation(request), console)
+
+
+def final_table(final: dict[str, float]) -> Table:
+    table = Table(title="final metrics")
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    for key in sorted(final):
+        if key.endswith("_ci95"):
+            continue
+        value = final[key]
+        ci = final.get(f"{key}_ci95")
+        text = f"{value:.4f}" if ci is None else f"{value:.4f} ± {ci:.4f}"
+        table.add_row(key, text)
+    return table
+
+
+def run_to_end(started: StartedRun, console: Console) -> int:
+    """Execute a started (or resumed) run, show its progress, say how it ended; an
+    evaluation scores its saved learner instead of training."""
+    plan, tracker, run_id = started.plan, started.tracker, started.run_id
+    completed = 0 if started.checkpoint is None else started.checkpoint["iteration"]
+    try:
+        if started.checkpoint is not None:
+            console.print(f"resuming run {run_id} from iteration {completed}")
+        source = "" if started.learner is None else f" (the learner of run {plan.learner_from})"
+        console.print(
+            f"[bold]{plan.method_name}[/]{source} on [bold]{plan.benchmark}[/] seed {plan.seed} "
+            f"({plan.device}); MLflow run {run_id}"
+        )
+        if started.learner is not None:
+            final = started.execute()
+        else:
+            with TrainingProgress(
+                plan.protocol.total_steps(plan.task), completed, f"{plan.method_name}", console
+            ) as progress:
+                final = started.execute(progress=progress)
+    except (KeyboardInterrupt, SystemExit, BrokenPipeError) as err:
+        # Outside execute_recorded (the first prints, the bar's last draw): a run already
+        # closed FINISHED stays so; one not yet closed is closed the same way it would be.
+        if tracker.closed_as == "FINISHED":
+            return EXIT_OK
+        why = "interrupted" if isinstance(err, KeyboardInterrupt) else "output pipe closed"
+        if tracker.closed_as is None:
+            tracker.finish("KILLED", error=why)
+        sys.stderr.write(f"{why}: run {run_id} marked KILLED; resume with --resume {run_id}\n")
+        return EXIT_KILLED
+    except RunInterrupted as err:
+        sys.stderr.write(f"{err}\n")
+        return EXIT_KILLED
+    except RunFailed as err:
+        sys.stderr.write(f"{err}\n")
+        return EXIT_FAILED
+    console.print(final_table(final))
+    console.print(f"MLflow run id: [bold]{run_id}[/] (store: {tracker.uri})")
+    if getattr(console.file, "reader_gone", False):
+        sys.stderr.write(f"output closed early; run {run_id} FINISHED and is recorded\n")
+    return EXIT_OK

@@ -1,0 +1,1 @@
+"""The record: MLflow as the only writer of results, the cheap reader, claims and heartbeats."""

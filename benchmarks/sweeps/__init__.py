@@ -1,0 +1,1 @@
+"""Sweeps of methods x grid x seeds, each cell a normal run; local, warm or on Ray."""
