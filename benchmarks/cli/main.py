@@ -186,7 +186,7 @@ def cmd_show(args, console: Console) -> int:
 
     from benchmarks.catalog.installed import benchmark_spec, load_plugins
     from benchmarks.catalog.specs import BENCHMARKS
-    from benchmarks.planning.config import ConfigError, apply_overrides, as_dict
+    from benchmarks.planning.config import ConfigError, apply_overrides, as_dict, route
     from benchmarks.planning.plan import DEFAULT_BENCHMARK, plan_run
     from methods.registry import METHODS
 
@@ -201,13 +201,18 @@ def cmd_show(args, console: Console) -> int:
     body = json.loads(spec.describe())
     if method is None:
         sections = apply_overrides(spec.sections(), overrides)
+        changed = route(spec.sections(), overrides)
+        set_by = {f"{part}.{key}": "--set" if key in changed[part] else f"benchmark {benchmark}"
+                  for part, config in sections.items() for key in as_dict(config)}  # fmt: skip
     else:
         plan = plan_run(method, benchmark, 0, overrides, device="cpu")
-        sections = plan.sections()
+        sections, set_by = plan.sections(), dict(plan.set_by)
         body["method"] = {"name": plan.method_name, **as_dict(plan.method)}
     body["task"], body["protocol"] = as_dict(sections["task"]), as_dict(sections["protocol"])
     if hasattr(sections["task"], "derived"):  # e.g. a stream's angles, drawn from its seed
         body["derived"] = sections["task"].derived()
+    # Which layer decided each setting (benchmarks/planning/resolve.py lists them in order).
+    body["set_by"] = set_by
     console.print_json(json.dumps(body, default=str))
     return EXIT_OK
 

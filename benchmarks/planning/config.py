@@ -183,8 +183,9 @@ def field_names(config: Any) -> list[str]:
     return [f.name for f in dataclasses.fields(config)]
 
 
-def apply_overrides(sections: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
-    """Return new config sections with ``overrides`` applied and validated.
+def route(sections: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """Which field of which section each key of ``overrides`` sets, with its value parsed:
+    section -> {field: value}. Nothing is applied or validated beyond the value's type.
 
     Keys are either qualified (``method.inner_lr``) or bare (``inner_lr``); a bare key must
     name a field in exactly one section. Values are command-line strings or Python values
@@ -216,6 +217,13 @@ def apply_overrides(sections: Mapping[str, Any], overrides: Mapping[str, Any]) -
         target = candidates[0]
         tp = get_type_hints(type(sections[target]))[field]
         changes[target][field] = coerce_value(tp, text, f"{target}.{field}")
+    return changes
+
+
+def apply_overrides(sections: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """Return new config sections with ``overrides`` applied (see :func:`route`) and every
+    section validated."""
+    changes = route(sections, overrides)
     result = {}
     for name, cfg in sections.items():
         new = dataclasses.replace(cfg, **changes[name]) if changes[name] else cfg
@@ -256,6 +264,7 @@ __all__ = [
     "parse_value",
     "validate",
     "apply_overrides",
+    "route",
     "with_fields",
     "as_dict",
     "from_dict",

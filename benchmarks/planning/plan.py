@@ -6,29 +6,21 @@ touches the results store.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import hashlib
 import json
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
 from benchmarks.catalog.installed import benchmark_spec, method_entry
-from benchmarks.catalog.specs import BenchmarkSpec
-from benchmarks.planning.config import (
-    apply_overrides,
-    as_dict,
-    field_names,
-    from_dict,
-    validate,
-    with_fields,
-)
+from benchmarks.planning.config import as_dict, from_dict
+from benchmarks.planning.resolve import layers_of, resolve
 from mesabench_core import RUN_LOCAL_SETTINGS, ConfigError, IncompatibleSetting
 from mesabench_datasets.data_root import resolve_data_root
-from methods.api import SHARED_SETTINGS
-from methods.registry import METHODS, MethodEntry
+from methods.registry import METHODS
 
 DEFAULT_BENCHMARK = "sinusoid-5shot"
 
@@ -50,6 +42,10 @@ class RunPlan:
     #: The run whose saved learner this run scores, untrained further (``evaluate``); None
     #: for a training run. Part of the identity: evaluations rank apart from training runs.
     learner_from: str | None = None
+    #: Which layer set each field (``section.field`` -> the layer's name; see
+    #: :mod:`benchmarks.planning.resolve`). Recorded with the run, not part of its identity;
+    #: empty for a plan rebuilt from a recorded run.
+    set_by: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     def sections(self) -> dict[str, Any]:
         return {"method": self.method, "task": self.task, "protocol": self.protocol}
@@ -110,40 +106,6 @@ def resolve_device(device: str) -> str:
     return device
 
 
-def _shared_defaults(entry: MethodEntry, values: dict[str, Any], layer: str) -> dict[str, Any]:
-    """The part of a benchmark-wide default that this method takes: names of the shared
-    vocabulary that the method declares (``shared_settings``) and has as fields. A name
-    outside the vocabulary is an error in the layer that set it."""
-    unknown = sorted(set(values) - set(SHARED_SETTINGS))
-    if unknown:
-        raise ConfigError(
-            f"{layer} sets {unknown} for every method, but only the shared settings "
-            f"{sorted(SHARED_SETTINGS)} may be; set others per method (method_settings)"
-        )
-    fields = set(field_names(entry.cls.Config()))
-    return {k: v for k, v in values.items() if k in entry.cls.shared_settings and k in fields}
-
-
-def _method_defaults(name: str, entry: MethodEntry, spec: BenchmarkSpec, task: Any) -> Any:
-    """Method config defaults, lowest first: the method class; the task source's and the
-    benchmark's defaults for every method (scale of the problem, a paper's settings), of
-    which a method takes only the shared settings it declares; the named variant (what
-    makes sparse_maml sparse); then the benchmark's settings for this very method. The last
-    two are strict: a key the method lacks is an error naming the layer."""
-    config = entry.cls.Config()
-    for values, layer in (
-        (task.build().method_defaults(), f"the task source of {spec.name}"),
-        (dict(spec.method_defaults), f"benchmark {spec.name}"),
-    ):
-        config = dataclasses.replace(config, **_shared_defaults(entry, values, layer))
-    config = with_fields(config, entry.defaults, f"method {name}'s registered variant")
-    config = with_fields(
-        config, spec.method_settings.get(name, {}), f"benchmark {spec.name}'s settings for {name}"
-    )
-    validate(config, prefix="method.")
-    return config
-
-
 def plan_run(
     method: str,
     benchmark: str = DEFAULT_BENCHMARK,
@@ -173,32 +135,19 @@ def plan_run(
         )
     if seed < 0:
         raise ConfigError(f"seed must be >= 0 (got {seed})")
-    sections = spec.sections()  # frozen configs: overrides make new ones
-    entry.cls.check_problem(sections["task"].build().problem)
     if preset is not None and preset not in spec.presets:
         allowed = ", ".join(sorted(spec.presets)) or "none"
         raise ConfigError(f"unknown preset {preset!r} for {benchmark}; allowed: {allowed}")
-    if preset:  # a preset's own mistake is named as the preset's, not as the user's
-        try:
-            apply_overrides(
-                {"method": _method_defaults(method, entry, spec, sections["task"]), **sections},
-                spec.presets[preset],
-            )
-        except ConfigError as err:
-            raise ConfigError(f"preset {preset!r} of {benchmark}: {err}") from None
-    overrides = {**(spec.presets[preset] if preset else {}), **(overrides or {})}
-    # Resolve twice: the first pass finds the user's task settings, from which the task
-    # source derives its method defaults (e.g. linreg's optimal rate for the chosen range).
-    first = apply_overrides(
-        {"method": _method_defaults(method, entry, spec, sections["task"]), **sections}, overrides
-    )
-    method_config = _method_defaults(method, entry, spec, first["task"])
-    resolved = apply_overrides({"method": method_config, **sections}, overrides)
+    spec_source = spec.task.build()
+    entry.cls.check_problem(spec_source.problem)  # a method that cannot learn it at all
+    layers = layers_of(method, entry, spec, preset, overrides or {})
+    resolution = resolve(method, entry, spec, layers, spec_source)
+    resolved, problem = resolution.sections, resolution.source.problem
     try:  # settings that cannot work on this benchmark's problem: refused before recording
-        entry.cls.check_config(resolved["method"], resolved["task"].build().problem)
+        entry.cls.check_config(resolved["method"], problem)
     except IncompatibleSetting as err:
         raise ConfigError(str(err)) from None
-    return RunPlan(
+    plan = RunPlan(
         method_name=method,
         benchmark=benchmark,
         seed=seed,
@@ -207,7 +156,10 @@ def plan_run(
         protocol=resolved["protocol"],
         device=resolve_device(device),
         data_root=resolve_data_root(data_root),
+        set_by=resolution.set_by,
     )
+    plan.__dict__["source"] = resolution.source  # built once, by the resolution
+    return plan
 
 
 def plan_from_dict(body: dict[str, Any]) -> RunPlan:

@@ -56,6 +56,8 @@ LOCK_RETRY_SECONDS = 60.0
 CHECKPOINT_SLOTS = ("checkpoints/slot-a.pt", "checkpoints/slot-b.pt")
 LEGACY_CHECKPOINT_PATH = "checkpoints/last.pt"
 CONFIG_PATH = "config.json"
+#: Which settings layer set each field of the plan (benchmarks.planning.resolve).
+SET_BY_PATH = "config_set_by.json"
 #: Where a run keeps a trained learner (``final``: as training ended; ``best``: the
 #: best-on-validation weights, where the protocol validates).
 LEARNER_DIR = "learner"
@@ -346,6 +348,8 @@ class MlflowTracker:
             self.client.log_batch(self.run_id, params=params[i : i + 90])
         self.plan_body = plan.to_dict()
         self.log_text(json.dumps(self.plan_body, indent=2, default=str), CONFIG_PATH)
+        if plan.set_by:  # which layer decided each setting: how the plan came to be
+            self.log_text(json.dumps(dict(plan.set_by), indent=2), SET_BY_PATH)
         self._start_heartbeat()
         return self.run_id
 
