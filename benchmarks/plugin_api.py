@@ -31,7 +31,7 @@ from methods.api import (
 )
 from methods.inner_loop import InnerLoop
 from methods.losses import per_task_accuracy, per_task_loss, task_loss
-from methods.modulation import FixedRate, GradientModulation
+from methods.modulation import FixedRate, GradientModulation, LearnedRates, ModulationSettings
 from methods.networks import build_network, check_network
 from methods.registry import MethodEntry
 
@@ -51,8 +51,10 @@ __all__ = [
     "GradientModulation",
     "IncompatibleSetting",
     "InnerLoop",
+    "LearnedRates",
     "Method",
     "MethodEntry",
+    "ModulationSettings",
     "OnlineConfig",
     "OnlineMethod",
     "Problem",

@@ -28,7 +28,7 @@ from mesabench_core import param
 from mesabench_datasets.tasks import Problem
 from methods.continual import StreamLearner, own_seed, stream_network
 from methods.inner_loop import InnerLoop
-from methods.modulation import LearnedRates
+from methods.modulation import ModulationSettings, build_modulation, check_modulation
 from methods.registry import register_method
 from methods.replay import ReservoirBuffer
 
@@ -39,8 +39,10 @@ class LaMAMLConfig:
     glances: int = param(5, min=1, help="repetitions of the meta-update per incoming batch")
     replay_batch: int = param(10, min=0, help="replayed samples in each meta-batch")
     buffer_size: int = param(200, min=0, help="reservoir buffer size")
-    modulation: Literal["relu_rates", "binary_mask"] = param(
-        "relu_rates", help="relu(alpha) rates (La-MAML) or alpha0 * 1[m >= 0] (sparse)"
+    modulation: str = param(
+        "relu_rates",
+        help="a registered gradient modulation: relu_rates (La-MAML: relu(alpha)), binary_mask "
+        "(alpha0 * 1[m >= 0], sparse), fixed, learned_rates, or a plugin's",
     )
     rate_init: float = param(0.15, help="initial alpha of every weight (relu_rates)")
     fixed_rate: float = param(0.15, min=0.0, help="alpha0, the masked rate (binary_mask)")
@@ -55,6 +57,9 @@ class LaMAMLConfig:
     learn_modulation: bool = param(True, help="update alpha / m (False: fixed rates)")
     grad_clip: float = param(2.0, min=0.0, help="norm clip of the weight and alpha gradients")
 
+    def check(self) -> None:
+        check_modulation(self.modulation)
+
 
 class LookAheadMetaLearner(StreamLearner):
     """La-MAML's online meta-update with a pluggable gradient modulation."""
@@ -67,29 +72,17 @@ class LookAheadMetaLearner(StreamLearner):
         self.params = dict(self.network.named_parameters())
         self.buffers = dict(self.network.named_buffers())
         shapes = {n: p.shape for n, p in self.params.items()}
-        if config.modulation == "relu_rates":
-            self.modulation = LearnedRates(
-                shapes,
-                gate="relu",
-                scale=1.0,
-                init="constant",
-                init_value=config.rate_init,
-                straight_through=False,
-            )
-        else:
-            self.modulation = LearnedRates(
-                shapes,
-                gate="binary",
-                scale=config.fixed_rate,
-                init=config.mask_init_mode,
-                init_value=config.mask_init,
-            )
-        self.modulation.to(device)
+        settings = ModulationSettings(shapes, lr=config.fixed_rate, rate_init=config.rate_init,
+                                      mask_init=config.mask_init,
+                                      mask_init_mode=config.mask_init_mode,
+                                      rectified="direct")  # fmt: skip
+        self.modulation = build_modulation(config.modulation, settings).to(device)
         self.inner = InnerLoop(
             self.network, self.modulation, problem.loss, list(self.params), first_order=True
         )
         optimizer = torch.optim.Adam if config.modulation_optimizer == "adam" else torch.optim.SGD
-        self.modulation_optimizer = optimizer(self.modulation.parameters(), lr=config.modulation_lr)
+        rates = list(self.modulation.parameters())  # none for a fixed rate
+        self.modulation_optimizer = optimizer(rates, lr=config.modulation_lr) if rates else None
         self.replay = ReservoirBuffer(config.buffer_size, problem.input_shape, device, own_seed())
         self.generator = torch.Generator().manual_seed(own_seed())
 
@@ -110,18 +103,19 @@ class LookAheadMetaLearner(StreamLearner):
                 p.grad = param_grads[name]
             # The modulation's gradient by the chain rule through its own rate function
             # (exact relu for La-MAML, straight-through for the masks).
+            self.modulation.zero_grad(set_to_none=True)
             for name in self.params:
-                self.modulation.raw(name).grad = self.modulation.raw_gradient(
-                    name, rate_grads[name]
-                )
+                self.modulation.add_rate_gradient(name, rate_grads[name])
             if c.grad_clip > 0:
                 torch.nn.utils.clip_grad_norm_(self.network.parameters(), c.grad_clip)
                 torch.nn.utils.clip_grad_norm_(self.modulation.parameters(), c.grad_clip)
-            if c.learn_modulation:
+            if c.learn_modulation and self.modulation_optimizer is not None:
                 self.modulation_optimizer.step()  # the rates move first ...
             with torch.no_grad():  # ... then the weights take the step they now prescribe
                 weights = list(self.params.values())
-                rates = [torch.as_tensor(self.modulation.rate(n)) for n in self.params]
+                rates = [torch.as_tensor(self.modulation.rate(n), dtype=p.dtype,
+                                         device=p.device).expand_as(p)
+                         for n, p in self.params.items()]  # fmt: skip
                 torch._foreach_addcmul_(weights, rates, [p.grad for p in weights], value=-1.0)
             if glance == 0 and c.buffer_size > 0:
                 # Once per sample (the public code re-adds it on every glance).
@@ -138,7 +132,9 @@ class LookAheadMetaLearner(StreamLearner):
         return {
             "network": self.network.state_dict(),
             "modulation": self.modulation.state_dict(),
-            "modulation_optimizer": self.modulation_optimizer.state_dict(),
+            "modulation_optimizer": (
+                self.modulation_optimizer and self.modulation_optimizer.state_dict()
+            ),
             "replay": self.replay.state_dict(),
             "generator": self.generator.get_state(),
         }
@@ -146,7 +142,8 @@ class LookAheadMetaLearner(StreamLearner):
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.network.load_state_dict(state["network"])
         self.modulation.load_state_dict(state["modulation"])
-        self.modulation_optimizer.load_state_dict(state["modulation_optimizer"])
+        if self.modulation_optimizer is not None:
+            self.modulation_optimizer.load_state_dict(state["modulation_optimizer"])
         self.replay.load_state_dict(state["replay"])
         self.generator.set_state(state["generator"])
 

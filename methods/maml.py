@@ -17,7 +17,11 @@ from mesabench_core import ConfigError, param
 from mesabench_datasets.tasks import Problem, TaskBatch
 from methods.api import SHARED_SETTINGS, EpisodicMethod
 from methods.inner_loop import InnerLoop
-from methods.modulation import FixedRate, GradientModulation, LearnedRates
+from methods.modulation import (
+    ModulationSettings,
+    build_modulation,
+    check_modulation,
+)
 from methods.networks import build_network, check_network_setting, head_names, network_for
 from methods.registry import register_method
 
@@ -39,7 +43,11 @@ class MAMLConfig:
     test_inner_steps: int = param(10, min=0, help="inner steps when predict() is not told")
     first_order: bool = False
     adapt: Literal["all", "head", "none"] = "all"
-    modulation: Literal["fixed", "learned_rates", "binary_mask", "relu_rates"] = "fixed"
+    modulation: str = param(
+        "fixed",
+        help="a registered gradient modulation: fixed, learned_rates (Meta-SGD), binary_mask "
+        "(sparse-MAML), relu_rates (sparse-ReLU-MAML), or a plugin's",
+    )
     rate_granularity: Literal["element", "tensor", "scalar"] = "element"
     mask_init: float = param(
         0.5, min=0.0, help="half-width of the mean-centred uniform mask initialisation"
@@ -52,43 +60,16 @@ class MAMLConfig:
     )
 
     def check(self) -> None:
+        check_modulation(self.modulation)
         if self.modulation != "fixed" and self.adapt == "none":
             raise ConfigError("modulation needs adapted parameters (adapt must be all or head)")
 
 
-def build_modulation(config: MAMLConfig, shapes: dict[str, torch.Size]) -> GradientModulation:
-    if config.modulation == "fixed":
-        return FixedRate(config.inner_lr)
-    if config.modulation == "learned_rates":  # Meta-SGD: rates initialised at inner_lr
-        return LearnedRates(
-            shapes,
-            gate="identity",
-            scale=1.0,
-            init="constant",
-            init_value=config.inner_lr,
-            granularity=config.rate_granularity,
-        )
-    if config.modulation == "binary_mask":  # sparse-MAML: inner_lr * 1[m >= 0]
-        # m ~ U(-0.5, 0.5) as in the public code's bias masks: about half start gated off.
-        return LearnedRates(
-            shapes,
-            gate="binary",
-            scale=config.inner_lr,
-            init="centred",
-            init_value=config.mask_init,
-            granularity=config.rate_granularity,
-        )
-    # sparse-ReLU-MAML: rates inner_lr * relu(m) with m ~ U(-2, 2): about half start at zero
-    # and the others average inner_lr, while m lives on the same O(1) scale as the binary
-    # masks, so the same mask learning rate suits both.
-    return LearnedRates(
-        shapes,
-        gate="relu",
-        scale=config.inner_lr,
-        init="centred",
-        init_value=2.0,
-        granularity=config.rate_granularity,
-    )
+def modulation_settings(config: MAMLConfig, shapes: dict[str, torch.Size]) -> ModulationSettings:
+    """The MAML family's settings as every registered modulation reads them."""
+    return ModulationSettings(shapes, lr=config.inner_lr, rate_init=config.inner_lr,
+                              mask_init=config.mask_init, mask_init_mode="centred",
+                              granularity=config.rate_granularity, rectified="scaled")  # fmt: skip
 
 
 class GradientMetaLearner(EpisodicMethod):
@@ -131,7 +112,8 @@ class GradientMetaLearner(EpisodicMethod):
         else:
             adapted = []
         shapes = {n: self.params[n].shape for n in adapted}
-        self.modulation = build_modulation(config, shapes).to(device)
+        settings = modulation_settings(config, shapes)
+        self.modulation = build_modulation(config.modulation, settings).to(device)
         self.inner = InnerLoop(
             self.network, self.modulation, problem.loss, adapted, config.first_order, vectorize
         )

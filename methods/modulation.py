@@ -6,15 +6,25 @@ fixed rate, sparse-ReLU-MAML rectified learned rates ``relu(m)``. The mask and t
 are differentiated straight-through (their backward is the identity), so that a masked
 coordinate can come back to life; with a first-order inner loop the resulting gradient on
 ``m`` is exactly sparse-MAML's mask update (thesis eq. 4.4).
+
+Every method family takes its modulation from one open registry, :data:`MODULATIONS`, by the
+name in its ``modulation`` setting: the MAML family (``methods.maml``), La-MAML
+(``methods.lamaml``) and continual-MAML (``methods.online``). A family describes what it
+adapts and with which step sizes as :class:`ModulationSettings`; each registered factory
+builds its modulation from them. Plugins add factories through the ``mesabench.modulations``
+entry-point group, and every family can then use them by name.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Literal
 
 import torch
 from torch import Tensor, nn
+
+from mesabench_core import ConfigError, Registry
 
 Gate = Literal["identity", "relu", "binary"]
 Granularity = Literal["element", "tensor", "scalar"]
@@ -43,6 +53,17 @@ class GradientModulation(nn.Module):
     def sparsity(self) -> dict[str, float]:
         """Fraction of entries whose inner-loop step is exactly zero, per tensor."""
         return {}
+
+    def add_rate_gradient(self, name: str, rate_grad: Tensor) -> None:
+        """Accumulate into this modulation's parameters their gradient, given ``dL/drate``
+        for tensor ``name`` (shaped like the tensor): the chain rule through :meth:`rate`.
+        Used by learners that compute ``dL/drate`` in closed form (La-MAML's look-ahead).
+        By autograd here; a modulation may write its own closed form."""
+        rate = self.rate(name)
+        if not isinstance(rate, Tensor) or not rate.requires_grad:
+            return  # a fixed rate: nothing behind it to learn
+        grad = rate_grad if rate.shape == rate_grad.shape else rate_grad.sum_to_size(rate.shape)
+        torch.autograd.backward(rate, grad.detach())
 
 
 class FixedRate(GradientModulation):
@@ -110,6 +131,12 @@ class LearnedRates(GradientModulation):
             gated = straight_through(gated, m)
         return self.scale * gated
 
+    def add_rate_gradient(self, name: str, rate_grad: Tensor) -> None:
+        # Written out (:meth:`raw_gradient`) rather than by autograd: no graph per tensor.
+        raw = self.raw(name)
+        grad = self.raw_gradient(name, rate_grad)
+        raw.grad = grad if raw.grad is None else raw.grad + grad
+
     def raw_gradient(self, name: str, rate_grad: Tensor) -> Tensor:
         """``dL/dm`` for the tensor ``name`` given ``dL/drate`` (shaped like the tensor): the
         chain rule through :meth:`rate` written out, for learners that compute ``dL/drate``
@@ -131,3 +158,87 @@ class LearnedRates(GradientModulation):
             off = (m < 0) if self.gate == "binary" else (m <= 0)
             out[name] = off.float().mean().item()
         return out
+
+
+# -- the registry -----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ModulationSettings:
+    """What a method family tells a modulation factory: the tensors it adapts and the step
+    sizes and initialisations its own settings name. Each factory reads what it needs."""
+
+    #: Name -> shape of every adapted tensor.
+    shapes: Mapping[str, torch.Size]
+    #: The family's step size: a fixed rate, or the rate a mask lets through (MAML's
+    #: ``inner_lr``, La-MAML's ``fixed_rate``).
+    lr: float
+    #: Where learned rates start (Meta-SGD: ``inner_lr``; La-MAML: ``rate_init``).
+    rate_init: float
+    #: Mask initialisation: every ``m = mask_init`` (``constant``) or uniform in
+    #: ``(-mask_init, mask_init)`` (``centred``: about half start gated off).
+    mask_init: float
+    mask_init_mode: Literal["constant", "centred"] = "centred"
+    #: One learned value per element, per tensor, or one for all.
+    granularity: Granularity = "element"
+    #: How the family's rectified rates are formed: ``scaled`` (sparse-ReLU-MAML:
+    #: ``lr * relu(m)``, ``m ~ U(-2, 2)``, straight-through) or ``direct`` (La-MAML:
+    #: ``relu(alpha)``, ``alpha = rate_init``, differentiated exactly: a rate that reaches
+    #: zero stays off).
+    rectified: Literal["scaled", "direct"] = "scaled"
+
+
+#: A factory: the family's settings -> the modulation it adapts with.
+ModulationFactory = Callable[[ModulationSettings], GradientModulation]
+MODULATIONS: Registry[ModulationFactory] = Registry("gradient modulation")
+
+
+def register_modulation(name: str, factory: ModulationFactory, description: str = "",
+                        source: str = "built-in") -> None:  # fmt: skip
+    """Register a gradient modulation under ``name`` (built-ins here; plugins through the
+    ``mesabench.modulations`` entry-point group)."""
+    MODULATIONS.add(name, factory, source, description)
+
+
+def check_modulation(name: str) -> None:
+    """A ``ConfigError`` naming the registered modulations if ``name`` is none of them."""
+    if name not in MODULATIONS:
+        allowed = ", ".join(repr(entry.name) for entry in MODULATIONS)
+        raise ConfigError(f"modulation must be one of {allowed} (got {name!r})")
+
+
+def build_modulation(name: str, settings: ModulationSettings) -> GradientModulation:
+    modulation = MODULATIONS.get(name).value(settings)
+    if not isinstance(modulation, GradientModulation):
+        raise TypeError(f"gradient modulation {name!r} built a {type(modulation).__name__}, "
+                        "not a GradientModulation")  # fmt: skip
+    return modulation
+
+
+def _learned_rates(s: ModulationSettings) -> GradientModulation:
+    # Meta-SGD: free rates, initialised at the family's rate_init.
+    return LearnedRates(s.shapes, gate="identity", scale=1.0, init="constant",
+                        init_value=s.rate_init, granularity=s.granularity)  # fmt: skip
+
+
+def _binary_mask(s: ModulationSettings) -> GradientModulation:
+    # sparse-MAML: lr * 1[m >= 0]; m ~ U(-0.5, 0.5) as in the public code's bias masks.
+    return LearnedRates(s.shapes, gate="binary", scale=s.lr, init=s.mask_init_mode,
+                        init_value=s.mask_init, granularity=s.granularity)  # fmt: skip
+
+
+def _relu_rates(s: ModulationSettings) -> GradientModulation:
+    if s.rectified == "direct":  # La-MAML: relu(alpha), exact
+        return LearnedRates(s.shapes, gate="relu", scale=1.0, init="constant",
+                            init_value=s.rate_init, granularity=s.granularity,
+                            straight_through=False)  # fmt: skip
+    # sparse-ReLU-MAML: rates lr * relu(m) with m ~ U(-2, 2): about half start at zero and
+    # the others average lr, while m lives on the same O(1) scale as the binary masks, so the
+    # same mask learning rate suits both.
+    return LearnedRates(s.shapes, gate="relu", scale=s.lr, init="centred", init_value=2.0,
+                        granularity=s.granularity)  # fmt: skip
+
+
+register_modulation("fixed", lambda s: FixedRate(s.lr), "one fixed rate (MAML)")
+register_modulation("learned_rates", _learned_rates, "learned per-parameter rates (Meta-SGD)")
+register_modulation("binary_mask", _binary_mask, "learned binary masks, straight-through")
+register_modulation("relu_rates", _relu_rates, "rectified learned rates (sparse-ReLU-MAML, "
+                    "La-MAML)")  # fmt: skip

@@ -1,9 +1,13 @@
-"""Third-party methods and benchmarks from entry points, with an off-switch.
+"""What is installed: the built-in methods and benchmarks, and third-party ones (and
+gradient modulations) from entry points, with an off-switch; names looked up here.
 
 A distribution adds a method with one line in its own ``pyproject.toml``::
 
     [project.entry-points."mesabench.methods"]
     my_method = "my_package.module:MyMethod"
+
+(``mesabench.benchmarks`` for a ``BenchmarkSpec``, ``mesabench.modulations`` for a
+``GradientModulation`` subclass with a ``from_settings`` class method.)
 
 ``MESABENCH_DISABLE_PLUGINS=1`` turns plugin loading off. A plugin that fails to import, or
 states no plugin API version or another one than ``benchmarks.plugin_api.API_VERSION``, is
@@ -21,6 +25,7 @@ from benchmarks.catalog.specs import BENCHMARKS, BenchmarkSpec, register_benchma
 from benchmarks.protocols import PROTOCOLS
 from mesabench_core import __version__
 from methods.api import Method
+from methods.modulation import GradientModulation, register_modulation
 from methods.registry import METHODS, MethodEntry, RegistryError
 
 #: Major version of the plugin surface (``benchmarks.plugin_api``, which re-exports it):
@@ -29,6 +34,7 @@ API_VERSION = 1
 
 METHOD_GROUP = "mesabench.methods"
 BENCHMARK_GROUP = "mesabench.benchmarks"
+MODULATION_GROUP = "mesabench.modulations"
 DISABLE_ENV = "MESABENCH_DISABLE_PLUGINS"
 
 _loaded = False
@@ -61,7 +67,7 @@ def _method_entry(obj: object, name: str) -> MethodEntry:
 def check_api_version(stated: object, kind: str, name: str, source: str) -> None:
     """Refuse a plugin written for no stated or another plugin API version."""
     if stated is None:
-        where = "on the class" if kind == "method" else "in its BenchmarkSpec"
+        where = "in its BenchmarkSpec" if kind == "benchmark" else "on the class"
         raise RegistryError(
             f"{kind} {name!r} from {source} refused: it states no plugin API version; set "
             f"api_version = {API_VERSION} {where} (the benchmarks.plugin_api it was written for)"
@@ -111,8 +117,17 @@ def load_plugins() -> list[str]:
             )
         register_benchmark(obj, source)
 
+    def add_modulation(name: str, obj: object, source: str) -> None:
+        if not (inspect.isclass(obj) and issubclass(obj, GradientModulation)
+                and callable(getattr(obj, "from_settings", None))):  # fmt: skip
+            raise TypeError(f"entry point {name!r} is not a GradientModulation subclass with a "
+                            "from_settings(settings) class method")  # fmt: skip
+        check_api_version(getattr(obj, "api_version", None), "gradient modulation", name, source)
+        register_modulation(name, obj.from_settings, _first_line(obj), source)
+
     _load_group(METHOD_GROUP, "method", add_method)
     _load_group(BENCHMARK_GROUP, "benchmark", add_benchmark)
+    _load_group(MODULATION_GROUP, "gradient modulation", add_modulation)
     return PLUGIN_ERRORS
 
 

@@ -84,8 +84,8 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--data-root", default=None, help="folder with real datasets")
     ev.add_argument("--tracking-uri", default=None)
 
-    lst = sub.add_parser("list", help="list methods or benchmarks")
-    lst.add_argument("what", choices=["methods", "benchmarks"])
+    lst = sub.add_parser("list", help="list methods, benchmarks or gradient modulations")
+    lst.add_argument("what", choices=["methods", "benchmarks", "modulations"])
 
     show = sub.add_parser(
         "show", help="print a benchmark's resolved spec, or a method's config on a benchmark"
@@ -159,20 +159,23 @@ def _report_plugin_errors(console: Console) -> None:
 def cmd_list(args, console: Console) -> int:
     from benchmarks.catalog.installed import load_plugins, plugins_disabled
     from benchmarks.catalog.specs import BENCHMARKS
+    from methods.modulation import MODULATIONS
     from methods.registry import METHODS
 
     load_plugins()
-    registry = METHODS if args.what == "methods" else BENCHMARKS
+    registry = {"methods": METHODS, "benchmarks": BENCHMARKS, "modulations": MODULATIONS}
     table = Table(title=args.what)
     table.add_column("name", style="bold")
     table.add_column("protocol")
     table.add_column("source")
     table.add_column("description")
-    for entry in registry:
+    for entry in registry[args.what]:
         if args.what == "methods":
             protocol = ", ".join(sorted(getattr(entry.value.cls, "protocols", ())))
-        else:
+        elif args.what == "benchmarks":
             protocol = entry.value.protocol_name
+        else:  # a modulation serves every gradient-based family
+            protocol = "any"
         table.add_row(entry.name, protocol, entry.source, entry.description)
     console.print(table)
     if plugins_disabled():
@@ -331,8 +334,9 @@ def cmd_reproduce(args, console: Console) -> int:
 
 def _results_command(name: str):
     def command(args, console: Console) -> int:
-        from benchmarks.cli.main import results_commands as cli_results
-        return getattr(cli_results, f"cmd_{name}")(args, console)
+        from benchmarks.cli import results_commands
+
+        return getattr(results_commands, f"cmd_{name}")(args, console)
 
     return command
 
