@@ -15,8 +15,8 @@ from __future__ import annotations
 from benchmarks.catalog.installed import API_VERSION
 from benchmarks.catalog.references import ReferenceRow
 from benchmarks.catalog.specs import BenchmarkSpec
+from benchmarks.metrics.catalog import declare_metric
 from benchmarks.protocols import ContinualConfig, EpisodicConfig, OnlineConfig
-from benchmarks.protocols.metric_catalog import declare_metric
 from mesabench_core import ConfigError, param
 from mesabench_datasets.data_root import DataNotFoundError, DatasetFormatError, find_file
 from mesabench_datasets.tasks import Problem, TaskBatch, TaskSource, seeded_generator

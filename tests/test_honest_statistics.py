@@ -12,8 +12,8 @@ import pytest
 from scipy import stats as scipy_stats
 
 from benchmarks.cli.main import main
+from benchmarks.metrics.catalog import describe, direction_of, is_declared
 from benchmarks.planning.plan import plan_run
-from benchmarks.protocols.metric_catalog import describe, direction_of, is_declared
 from benchmarks.protocols.recording import MemoryRecorder
 from benchmarks.results.statistics import paired_t_test, seed_stats, t_cdf, t_quantile
 from benchmarks.running.execute import execute

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from benchmarks.protocols import ContinualConfig, EpisodicConfig, OnlineConfig
+from benchmarks.protocols import ContinualConfig, EpisodicConfig, OnlineConfig, protocol_for
 from mesabench_core import as_dict
 from mesabench_datasets.dynamics import LinDynConfig
 from mesabench_datasets.fewshot import FewShotConfig
@@ -26,8 +26,9 @@ class BenchmarkSpec:
     name: str
     description: str
     task: Any  # a task-source config dataclass with a build() method
-    protocol: Any  # a protocol config (EpisodicConfig, ...)
-    protocol_name: str = "episodic"
+    protocol: Any  # a protocol config (EpisodicConfig, ...): it decides the protocol
+    #: Derived from the protocol config's type; a spec may state it, and then it must agree.
+    protocol_name: str | None = None
     method_defaults: Mapping[str, Any] = field(default_factory=dict)
     #: Published settings of one method on this benchmark (method name -> settings); they
     #: win over ``method_defaults`` and the method's own variant defaults.
@@ -43,6 +44,15 @@ class BenchmarkSpec:
     #: The plugin API version a plugin benchmark was written for (``benchmarks.plugin_api``);
     #: the registry refuses a plugin spec without it. Built-ins need none.
     api_version: int | None = None
+
+    def __post_init__(self) -> None:
+        derived = protocol_for(self.protocol).name
+        if self.protocol_name not in (None, derived):
+            raise ValueError(
+                f"benchmark {self.name!r} states protocol_name {self.protocol_name!r}, but its "
+                f"protocol config {type(self.protocol).__name__} is the {derived!r} protocol's"
+            )
+        object.__setattr__(self, "protocol_name", derived)  # frozen: set once, here
 
     def sections(self) -> dict[str, Any]:
         return {"task": self.task, "protocol": self.protocol}
@@ -333,7 +343,6 @@ for _name, _stream, _settings, _per_method, _ref in (
             ),
             task=_stream,
             protocol=ContinualConfig(),
-            protocol_name="continual",
             method_defaults=_settings,
             method_settings=_per_method,
             reference=f"{_LAMAML_TABLE}: {_ref}",
@@ -368,7 +377,6 @@ for _p, _settings, _per_method in (
             ),
             task=OsakaConfig(p=_p),
             protocol=OnlineConfig(),
-            protocol_name="online",
             method_defaults=_settings,
             method_settings={
                 **_per_method,

@@ -1,13 +1,21 @@
 """Protocols own the loop and the measuring; methods only answer their calls.
 
 Every module in this package is imported here, and each :class:`Protocol` subclass with a
-``name`` registers itself in :data:`PROTOCOLS`: a new protocol is one new module.
+``name`` registers itself in :data:`PROTOCOLS`, with its ``Config`` type (from which a
+benchmark spec finds its protocol) and the ``metrics`` it logs: a new protocol is one new
+module, and a benchmark that uses it one more (its spec).
 """
 
 import importlib
 import pkgutil
 
-from benchmarks.protocols.base import PROTOCOLS, DivergenceError, Protocol, RunState
+from benchmarks.protocols.base import (
+    PROTOCOLS,
+    DivergenceError,
+    Protocol,
+    RunState,
+    protocol_for,
+)
 from benchmarks.protocols.continual import ContinualConfig, ContinualProtocol
 from benchmarks.protocols.episodic import EpisodicConfig, EpisodicProtocol
 from benchmarks.protocols.online import OnlineConfig, OnlineProtocol
@@ -26,4 +34,5 @@ __all__ = [
     "OnlineProtocol",
     "Protocol",
     "RunState",
+    "protocol_for",
 ]

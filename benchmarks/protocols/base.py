@@ -34,6 +34,7 @@ from typing import Any, ClassVar
 
 import torch
 
+from benchmarks.metrics.catalog import declare_metric
 from benchmarks.protocols.recording import Recorder
 from methods.api import Method
 
@@ -41,6 +42,18 @@ ProgressCallback = Callable[[int, dict[str, float]], None]
 
 #: Protocol name -> protocol class, filled by subclassing :class:`Protocol`.
 PROTOCOLS: dict[str, type[Protocol]] = {}
+
+
+def protocol_for(config: Any) -> type[Protocol]:
+    """The protocol whose ``Config`` ``config`` is (its exact type first, then a base)."""
+    for exact in (True, False):
+        for protocol in PROTOCOLS.values():
+            if protocol.Config is None:
+                continue
+            if type(config) is protocol.Config if exact else isinstance(config, protocol.Config):
+                return protocol
+    known = ", ".join(f"{p.Config.__name__} ({n})" for n, p in PROTOCOLS.items() if p.Config)
+    raise TypeError(f"no protocol takes a {type(config).__name__} config (known: {known})")
 
 
 class DivergenceError(RuntimeError):
@@ -93,8 +106,15 @@ class RunState:
 class Protocol:
     """Base of the protocols: owns the loop and the measuring; methods only answer calls."""
 
-    #: The protocol's name, as benchmark specs give it (``protocol_name``).
+    #: The protocol's name, as runs and leaderboards show it (``protocol_name``).
     name: ClassVar[str] = ""
+    #: Its config: a frozen dataclass. A benchmark spec whose protocol config is of this
+    #: type uses this protocol (the spec never names it a second time).
+    Config: ClassVar[type | None] = None
+    #: The final metrics it logs, each ``(pattern, direction, words)`` as
+    #: :func:`~benchmarks.metrics.catalog.declare_metric` takes them: declared when
+    #: the class is defined, so that a new protocol is one module.
+    metrics: ClassVar[tuple[tuple[str, str | None, str], ...]] = ()
     #: Leaderboard columns by default, in order (the first ranks). ``"a|b"``: the first of
     #: a, b that the runs logged; ``"prefix/*"``: every logged metric under the prefix.
     headline: ClassVar[tuple[str, ...]] = ()
@@ -107,6 +127,8 @@ class Protocol:
         super().__init_subclass__(**kwargs)
         if cls.name:
             PROTOCOLS[cls.name] = cls
+        for pattern, direction, words in cls.__dict__.get("metrics", ()):
+            declare_metric(pattern, direction, words)  # type: ignore[arg-type]
 
     def __init__(
         self,

@@ -53,6 +53,16 @@ class ContinualProtocol(Protocol):
     """Drives a :class:`ContinualMethod` through a task stream and scores it after each task."""
 
     name = "continual"
+    Config = ContinualConfig
+    #: The final metrics this protocol logs: (pattern, direction, words).
+    metrics = (
+        (r"final/ra", "higher", "retained accuracy: mean accuracy over all tasks after the stream"),
+        (r"final/bti", "higher", "backward transfer and interference (La-MAML's, all tasks)"),
+        (r"final/bwt", "higher", "backward transfer (GEM's, first T-1 tasks)"),
+        (r"final/la", "higher", "learning accuracy: mean accuracy on each task right after it"),
+        (r"final/fwt", "higher", "forward transfer (GEM's)"),
+        (r"final/samples_per_s", "higher", "training samples per second"),
+    )
     headline = ("final/ra", "final/bti", "final/bwt", "final/la", "final/fwt")
     sparsity_axis = ("tasks trained", "sparsity_over_tasks.csv")
     config: ContinualConfig

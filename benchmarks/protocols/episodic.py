@@ -60,6 +60,37 @@ class EpisodicProtocol(Protocol):
     """Drives an :class:`EpisodicMethod` through meta-training, meta-validation and meta-test."""
 
     name = "episodic"
+    Config = EpisodicConfig
+    #: The final metrics this protocol logs: (pattern, direction, words).
+    metrics = (
+        (
+            r"final/test_loss",
+            "lower",
+            "test loss (the task's loss, mean over[ {test_tasks}] held-out tasks; gradient "
+            "learners after[ {last_eval_step}] inner steps)",
+        ),
+        (
+            r"final/test_accuracy",
+            "higher",
+            "test accuracy (mean over[ {test_tasks}] held-out tasks; gradient learners after"
+            "[ {last_eval_step}] inner steps)",
+        ),
+        (r"final/test_loss_steps(\d+)", "lower", "test loss after {0} inner steps"),
+        (r"final/test_accuracy_steps(\d+)", "higher", "test accuracy after {0} inner steps"),
+        (
+            r"final/test_(loss|accuracy)(_steps\d+)?_ci95",
+            None,
+            "half-width of the normal 95% CI over the run's own test episodes",
+        ),
+        (
+            r"final/test_(loss|accuracy)(_steps\d+)?_diverged_fraction",
+            "lower",
+            "fraction of test tasks whose loss diverged",
+        ),
+        (r"final/test_tasks", None, "number of held-out test tasks"),
+        (r"final/best_iteration", None, "iteration of the best meta-validation checkpoint"),
+        (r"final/loss_t(\d+)", "lower", "test loss at sequence position {0}"),
+    )
     headline = ("final/test_accuracy|final/test_loss",)
     config: EpisodicConfig
     source: TaskSource

@@ -99,6 +99,22 @@ class OnlineProtocol(Protocol):
     """Drives an :class:`OnlineMethod`: pre-training (if it asks), then the stream."""
 
     name = "online"
+    Config = OnlineConfig
+    #: The final metrics this protocol logs: (pattern, direction, words).
+    metrics = (
+        (
+            r"final/cumulative_accuracy",
+            "higher",
+            "cumulative test-then-train accuracy over the [{steps}-step] stream",
+        ),
+        (r"final/accuracy/(\w+)", "higher",
+         "test-then-train accuracy on the {0} steps of the stream"),  # fmt: skip
+        (r"final/boundary_precision", "higher", "precision of the detected task boundaries"),
+        (r"final/boundary_recall", "higher", "recall of the detected task boundaries"),
+        (r"final/stream_time_s", "lower", "wall time of the stream in seconds"),
+        (r"final/steps_per_s", "higher", "stream steps per second"),
+        (r"final/tasks", None, "number of hidden tasks in the stream"),
+    )
     headline = (
         "final/cumulative_accuracy",
         "final/accuracy/*",

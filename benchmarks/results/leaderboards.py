@@ -7,7 +7,7 @@ others are counted as dropped. Only FINISHED runs are ranked; failed, killed, ru
 stale ones (RUNNING without a heartbeat) are counted. A row whose ranked metric diverged is
 listed with its diverged fraction, never ranked. Reference rows sit beside ours only when
 their declared settings match; otherwise they are listed apart with what differs. The
-ranking direction comes from :mod:`benchmarks.protocols.metric_catalog`, never from a metric's name.
+ranking direction comes from :mod:`benchmarks.metrics.catalog`, never from a metric's name.
 The tracker is the only writer of results; this module only reads them.
 """
 
@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
 from benchmarks.catalog.references import ReferenceRow, references_for
+from benchmarks.metrics import catalog as metric_catalog
 from benchmarks.planning.config import ConfigError
-from benchmarks.protocols import metric_catalog
 from benchmarks.results.statistics import PairedTest, SeedStats, paired_t_test, seed_stats
 from benchmarks.store.lifecycle import is_stale
 from benchmarks.store.reader import RUN_LOCAL_SETTINGS, Only, StoredRun, StoreReader, TagFilter
@@ -332,7 +332,7 @@ def ranking_direction(metric: str) -> bool:
     direction = metric_catalog.direction_of(metric)
     if direction is None:
         why = (
-            "is not declared in benchmarks/protocols/metric_catalog.py"
+            "is not declared in benchmarks/metrics/catalog.py"
             if not metric_catalog.is_declared(metric)
             else "is descriptive (it has no better direction)"
         )
@@ -394,6 +394,7 @@ def build_leaderboard(
     (else the benchmark's spec is consulted); ``spec_references=False`` shows only the
     built-in published rows (no spec lookup: a built-in benchmark declares none of its own).
     """
+    declare_from_runs(records)
     run_filter = run_filter or RunFilter()
     excluded = {"FAILED": 0, "KILLED": 0, "RUNNING": 0, "STALE": 0}
     finished = []
@@ -473,6 +474,18 @@ def compare_to_baseline(board: Leaderboard, method: str) -> None:
         row.versus_baseline = paired_t_test(
             [mine[s] for s in shared], [reference[s] for s in shared]
         )
+
+
+def declare_from_runs(records: Sequence[RunRecord]) -> None:
+    """Declare the metrics the runs' protocols declared (recorded with each run). A run
+    recorded before runs kept them: the installed protocols declare theirs (imported here,
+    only then, as they bring torch)."""
+    told = {r.tags.get(metric_catalog.RECORDED_TAG) for r in records}
+    missing = None in told
+    for text in told - {None}:
+        missing |= not metric_catalog.declare_recorded(text)
+    if missing:
+        import benchmarks.protocols  # noqa: F401  (declares every built-in protocol's metrics)
 
 
 def recorded_headline(records: Sequence[RunRecord]) -> tuple[str, ...] | None:

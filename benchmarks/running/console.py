@@ -116,7 +116,7 @@ class WatchedOutput(io.TextIOBase):
 class TrainingProgress:
     """A rich progress bar with the latest training loss; usable as the protocol callback."""
 
-    def __init__(self, total: int, completed: int, description: str, console: Console):
+    def __init__(self, total: int | None, completed: int, description: str, console: Console):
         self._progress = Progress(
             TextColumn("[bold]{task.description}"),
             BarColumn(),

@@ -389,9 +389,11 @@ def run_to_end(started: StartedRun, console: Console) -> int:
         if started.learner is not None:
             final = started.execute()
         else:
-            with TrainingProgress(
-                plan.protocol.total_steps(plan.task), completed, f"{plan.method_name}", console
-            ) as progress:
+            # A protocol config may say how long the run is (the bar's length); else the bar
+            # counts without an end.
+            length = getattr(plan.protocol, "total_steps", None)
+            total = None if length is None else length(plan.task)
+            with TrainingProgress(total, completed, f"{plan.method_name}", console) as progress:
                 final = started.execute(progress=progress)
     except (KeyboardInterrupt, SystemExit, BrokenPipeError) as err:
         # Outside execute_recorded (the first prints, the bar's last draw): a run already

@@ -314,8 +314,12 @@ class MlflowTracker:
         """Create the run for ``plan`` and record its params, tags (``extra_tags`` among them,
         from the run's first moment) and resolved config (as a child of ``parent_run_id``
         when a sweep runs it)."""
-        from benchmarks.catalog.installed import headline_of
+        from benchmarks.catalog.installed import benchmark_spec, headline_of
         from benchmarks.catalog.specs import BENCHMARKS
+        from benchmarks.metrics.catalog import RECORDED_TAG, recorded
+        from benchmarks.protocols import PROTOCOLS
+
+        spec = benchmark_spec(plan.benchmark)
 
         tags = {
             "mesabench.version": __version__,
@@ -328,6 +332,8 @@ class MlflowTracker:
             # The leaderboard's default columns, kept with the run so that reading a board
             # needs no benchmark spec (and no torch).
             "mesabench.headline": json.dumps(list(headline_of(plan.benchmark))),
+            # Likewise the protocol's declared metrics (which way each is better).
+            RECORDED_TAG: recorded(PROTOCOLS[spec.protocol_name].metrics),
             **heartbeat_tags(),
         }
         tags.update(source_tags())

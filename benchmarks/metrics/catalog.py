@@ -1,6 +1,7 @@
 """What every final metric means and which way is better: declared here, never guessed.
 
-Every ``final/...`` name a protocol logs is declared once below with its direction (``lower``,
+Every ``final/...`` name a protocol logs is declared once, by the protocol's own module
+(:attr:`benchmarks.protocols.base.Protocol.metrics`) or below, with its direction (``lower``,
 ``higher``, or ``None`` for a descriptive number that ranks nothing, such as a parameter
 count) and its meaning in words. The leaderboard ranks only by a metric with a direction; an
 undeclared one is refused. A test runs every protocol and checks that each name it logged is
@@ -12,7 +13,9 @@ leaderboard fills them from the runs' recorded params when the rows agree.
 
 from __future__ import annotations
 
+import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -46,6 +49,30 @@ def declare_metric(pattern: str, direction: Direction | None, words: str) -> Met
     info = MetricInfo(pattern, direction, words)
     _CATALOG.insert(0, info)
     return info
+
+
+#: The run tag holding the declarations of the metrics its protocol logs, so that a board
+#: read from the store knows them without importing the protocol (nor torch).
+RECORDED_TAG = "mesabench.metrics"
+
+
+def recorded(declarations: Sequence[tuple[str, Direction | None, str]]) -> str:
+    """``declarations`` as a run records them (:data:`RECORDED_TAG`)."""
+    return json.dumps([list(d) for d in declarations], separators=(",", ":"))
+
+
+def declare_recorded(text: str) -> bool:
+    """Declare what a run recorded (:func:`recorded`), where not declared already; False if
+    ``text`` is not such a record."""
+    try:
+        entries = [(str(p), d, str(w)) for p, d, w in json.loads(text)]
+    except (ValueError, TypeError):
+        return False
+    known = {info.pattern for info in _CATALOG}
+    for pattern, direction, words in entries:
+        if pattern not in known and direction in ("lower", "higher", None):
+            declare_metric(pattern, direction, words)
+    return True
 
 
 def lookup(name: str) -> tuple[MetricInfo, tuple[str, ...]] | None:
@@ -95,36 +122,8 @@ def _setting_values(settings: dict[str, str]) -> dict[str, str]:
     return out
 
 
-# -- the suite's own metrics (later lines win over earlier ones) ------------------------------
-_EPISODIC = [
-    (
-        r"final/test_loss",
-        "lower",
-        "test loss (the task's loss, mean over[ {test_tasks}] held-out tasks; gradient learners "
-        "after[ {last_eval_step}] inner steps)",
-    ),
-    (
-        r"final/test_accuracy",
-        "higher",
-        "test accuracy (mean over[ {test_tasks}] held-out tasks; gradient learners after"
-        "[ {last_eval_step}] inner steps)",
-    ),
-    (r"final/test_loss_steps(\d+)", "lower", "test loss after {0} inner steps"),
-    (r"final/test_accuracy_steps(\d+)", "higher", "test accuracy after {0} inner steps"),
-    (
-        r"final/test_(loss|accuracy)(_steps\d+)?_ci95",
-        None,
-        "half-width of the normal 95% CI over the run's own test episodes",
-    ),
-    (
-        r"final/test_(loss|accuracy)(_steps\d+)?_diverged_fraction",
-        "lower",
-        "fraction of test tasks whose loss diverged",
-    ),
-    (r"final/test_tasks", None, "number of held-out test tasks"),
-    (r"final/best_iteration", None, "iteration of the best meta-validation checkpoint"),
-    (r"final/loss_t(\d+)", "lower", "test loss at sequence position {0}"),
-]
+# -- the skeleton's metrics, common to every protocol, and the in-context learners' analyses
+# (each protocol declares its own in its module: ``Protocol.metrics``). Later lines win. ---
 _COMMON = [
     (r"final/train_time_s", "lower", "training wall time in seconds"),
     (r"final/num_params", None, "number of learned parameters"),
@@ -152,27 +151,6 @@ _COMMON = [
         "tensors, weighted by size) in the weights the test metrics were computed with",
     ),
 ]
-_CONTINUAL = [
-    (r"final/ra", "higher", "retained accuracy: mean accuracy over all tasks after the stream"),
-    (r"final/bti", "higher", "backward transfer and interference (La-MAML's, all tasks)"),
-    (r"final/bwt", "higher", "backward transfer (GEM's, first T-1 tasks)"),
-    (r"final/la", "higher", "learning accuracy: mean accuracy on each task right after it"),
-    (r"final/fwt", "higher", "forward transfer (GEM's)"),
-    (r"final/samples_per_s", "higher", "training samples per second"),
-]
-_ONLINE = [
-    (
-        r"final/cumulative_accuracy",
-        "higher",
-        "cumulative test-then-train accuracy over the [{steps}-step] stream",
-    ),
-    (r"final/accuracy/(\w+)", "higher", "test-then-train accuracy on the {0} steps of the stream"),
-    (r"final/boundary_precision", "higher", "precision of the detected task boundaries"),
-    (r"final/boundary_recall", "higher", "recall of the detected task boundaries"),
-    (r"final/stream_time_s", "lower", "wall time of the stream in seconds"),
-    (r"final/steps_per_s", "higher", "stream steps per second"),
-    (r"final/tasks", None, "number of hidden tasks in the stream"),
-]
 _IN_CONTEXT = [
     (r"final/align/model_loss", "lower", "test loss of the model on the alignment tasks"),
     (r"final/align/gd_loss", None, "test loss of one fitted GD step on the alignment tasks"),
@@ -193,5 +171,5 @@ _IN_CONTEXT = [
     (r"final/interp/constructed_loss", None, "loss at the constructed GD weights"),
     (r"final/interp/max_excess", "lower", "largest loss barrier on the path to the GD weights"),
 ]
-for _pattern, _direction, _words in [*_COMMON, *_EPISODIC, *_CONTINUAL, *_ONLINE, *_IN_CONTEXT]:
+for _pattern, _direction, _words in [*_COMMON, *_IN_CONTEXT]:
     declare_metric(_pattern, _direction, _words)  # type: ignore[arg-type]
