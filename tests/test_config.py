@@ -159,11 +159,13 @@ def test_a_run_builds_its_task_source_once(monkeypatch):
     from benchmarks.protocols.recording import MemoryRecorder
     from benchmarks.running.execute import execute, prepare_data
 
-    plan = plan_run("maml", overrides={"iterations": 2, "val_every": 1, "val_tasks": 4,
-                                       "test_tasks": 8}, device="cpu")  # fmt: skip
     built = []
     original = SinusoidConfig.build
     monkeypatch.setattr(SinusoidConfig, "build", lambda self: built.append(1) or original(self))
+    plan = plan_run("maml", overrides={"iterations": 2, "val_every": 1, "val_tasks": 4,
+                                       "test_tasks": 8}, device="cpu")  # fmt: skip
     prepare_data(plan)
     execute(plan, MemoryRecorder())
-    assert len(built) == 1  # prepared, given to the method and to the protocol: one object
+    # Planned (settings resolved over it), prepared, given to the method and to the
+    # protocol: one object, built once.
+    assert len(built) == 1
