@@ -49,6 +49,17 @@ def store(tmp_path: Path) -> str:
 
 
 @pytest.fixture
+def data_root(tmp_path: Path, monkeypatch) -> Path:
+    """An empty data folder the suite searches first (``MESABENCH_DATA``), with the per-user
+    download cache moved beside it: nothing is read from, or written to, the user's own."""
+    root = tmp_path / "data"
+    root.mkdir()
+    monkeypatch.setenv("MESABENCH_DATA", str(root))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    return root
+
+
+@pytest.fixture
 def run_cli():
     """Run ``python -m benchmarks ...`` in a subprocess; returns CompletedProcess."""
 

@@ -31,6 +31,23 @@ TINY = [
 LINREG_EVAL = {"queries": "20", "test_tasks": "10000", "val_tasks": "500", "eval_chunk": "2000"}
 
 
+def stored_runs(store: str, benchmark: str = "sinusoid-5shot") -> list:
+    """Every run of ``benchmark`` in ``store``, as MLflow's run entities ([] before its
+    experiment exists). Through the store's creation lock: a test may poll a store that a
+    subprocess is still creating (its schema migration would otherwise race ours)."""
+    from benchmarks.store.tracking import open_store
+
+    client = open_store(store)
+    experiment = client.get_experiment_by_name(benchmark)
+    return [] if experiment is None else client.search_runs([experiment.experiment_id])
+
+
+def only_run(store: str, benchmark: str = "sinusoid-5shot"):
+    """The one run of ``benchmark`` in ``store`` (fails if there are none or several)."""
+    (run,) = stored_runs(store, benchmark)
+    return run
+
+
 def python_env(**extra: str) -> dict[str, str]:
     """The current environment with ``extra``'s PYTHONPATH, then the repo root, on the path."""
     env = dict(os.environ)

@@ -28,10 +28,11 @@ def test_the_guide_shows_the_installed_example_exactly():
     assert toml.strip() in (package / "pyproject.toml").read_text()
 
 
-def test_the_guides_benchmark_runs_through_list_show_run_resume_and_leaderboard(tmp_path, run_cli):
+def test_the_guides_benchmark_runs_through_list_show_run_resume_and_leaderboard(
+    tmp_path, store, run_cli
+):
     site = install_plugin_package("my_benchmarks", tmp_path)
     env = {"PYTHONPATH": str(site)}
-    store = f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}"
 
     listed = run_cli("list", "benchmarks", **env)
     row = next(line for line in listed.stdout.splitlines() if "quadratic-5shot" in line)

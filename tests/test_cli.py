@@ -13,7 +13,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from benchmarks.cli.main import main
-from tests.helpers import ROOT, TINY, complete_checkpoint, python_env
+from tests.helpers import ROOT, TINY, complete_checkpoint, python_env, stored_runs
 
 
 def _db(store: str) -> Path:
@@ -21,9 +21,7 @@ def _db(store: str) -> Path:
 
 
 def _runs(store: str, benchmark: str = "sinusoid-5shot"):
-    client = MlflowClient(store)
-    experiment = client.get_experiment_by_name(benchmark)
-    return client, client.search_runs([experiment.experiment_id]) if experiment else []
+    return MlflowClient(store), stored_runs(store, benchmark)
 
 
 @pytest.mark.parametrize(

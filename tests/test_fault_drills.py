@@ -23,7 +23,7 @@ from mlflow.tracking import MlflowClient
 from benchmarks.store.lifecycle import INTERVAL_ENV, is_stale
 from benchmarks.store.tracking import open_store
 from benchmarks.sweeps.sweep import SWEEP_TAG
-from tests.helpers import python_env
+from tests.helpers import python_env, stored_runs
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[1]
@@ -48,11 +48,7 @@ def _start(command):
 
 
 def _all_runs(store):
-    # Through the store lock: polling a store the sweep is still creating would otherwise
-    # race its schema migration ("duplicate column name").
-    client = open_store(store)
-    experiment = client.get_experiment_by_name("sinusoid-5shot")
-    return client, ([] if experiment is None else client.search_runs([experiment.experiment_id]))
+    return open_store(store), stored_runs(store)
 
 
 def _cell_runs(store):

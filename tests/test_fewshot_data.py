@@ -24,13 +24,6 @@ from tests.image_fixtures import (
 )
 
 
-@pytest.fixture
-def data_root(tmp_path, monkeypatch):
-    monkeypatch.setenv("MESABENCH_DATA", str(tmp_path))
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    return tmp_path
-
-
 def _class_ids(x: torch.Tensor) -> torch.Tensor:
     """Recover the class id each fixture image carries in its first pixel."""
     return (x.flatten(-3)[..., 0] * 255).round().long()

@@ -34,13 +34,6 @@ SMALL = [
 ]
 
 
-@pytest.fixture
-def data_root(tmp_path, monkeypatch):
-    monkeypatch.setenv("MESABENCH_DATA", str(tmp_path / "data"))
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    return tmp_path / "data"
-
-
 def _run(store, benchmark):
     client = MlflowClient(store)
     (run,) = client.search_runs([client.get_experiment_by_name(benchmark).experiment_id])

@@ -129,12 +129,11 @@ def test_the_guide_shows_the_installed_modulation_exactly():
 
 
 def test_a_plugin_modulation_joins_through_its_entry_point_and_serves_two_families(
-    tmp_path, run_cli
+    tmp_path, store, run_cli
 ):
     from tests.image_fixtures import write_mnist
 
     env = {"PYTHONPATH": str(install_plugin_package("my_modulations", tmp_path))}
-    store = f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}"
     listed = run_cli("list", "modulations", **env)
     assert listed.returncode == 0, listed.stderr
     row = next(line for line in listed.stdout.splitlines() if "soft_gate" in line)

@@ -26,13 +26,12 @@ OSAKA_METHODS = ["online_adam", "online_finetune", "maml_frozen", "anil_frozen",
 
 
 @pytest.fixture
-def data_root(tmp_path, monkeypatch):
-    root = tmp_path / "data"
-    write_omniglot(root)
-    write_mnist(root, "mnist")
-    write_mnist(root, "fashion_mnist")
-    monkeypatch.setenv("MESABENCH_DATA", str(root))
-    return root
+def data_root(data_root):
+    """The shared data folder (conftest.py) with the stream's three sources written in."""
+    write_omniglot(data_root)
+    write_mnist(data_root, "mnist")
+    write_mnist(data_root, "fashion_mnist")
+    return data_root
 
 
 def test_stream_statistics_match_p_and_the_source_mix(data_root):

@@ -75,10 +75,9 @@ def test_the_guide_shows_the_installed_example_exactly():
 
 
 def test_the_guides_method_runs_through_list_show_run_resume_and_leaderboard(
-    plugin_site, run_cli, tmp_path
+    plugin_site, run_cli, tmp_path, store
 ):
     env = {"PYTHONPATH": str(plugin_site)}
-    store = f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}"
     listed = run_cli("list", "methods", **env)
     assert listed.returncode == 0
     row = next(line for line in listed.stdout.splitlines() if "reptile" in line)
@@ -158,7 +157,7 @@ def test_plugins_must_state_the_plugin_api_they_were_written_for(tmp_path, run_c
     assert refused.returncode == 2 and "unknown method 'future'" in refused.stderr
 
 
-def test_a_plugin_taking_a_builtin_name_is_refused_alone(plugin_site, tmp_path, run_cli):
+def test_a_plugin_taking_a_builtin_name_is_refused_alone(plugin_site, tmp_path, store, run_cli):
     other = tmp_path / "other"
     make_distribution(
         other,
@@ -174,7 +173,6 @@ def test_a_plugin_taking_a_builtin_name_is_refused_alone(plugin_site, tmp_path, 
         "[mesabench.methods]\nmaml = copycat:Copy\nmamlcopy = copycat:Copy\n"
         "[mesabench.benchmarks]\nsinusoid-typo = copycat:WRONG\n",
     )  # fmt: skip
-    store = f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}"
     env = {"PYTHONPATH": f"{plugin_site}:{other}"}
     result = run_cli("run", "--method", "maml", *TINY, "--tracking-uri", store, **env)
     assert result.returncode == 0, result.stderr  # the built-in still works

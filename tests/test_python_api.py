@@ -12,12 +12,11 @@ from tests.helpers import ROOT, python_env
 DOC = ROOT / "docs" / "python-api.md"
 
 
-def test_every_example_in_the_python_api_guide_runs(tmp_path):
+def test_every_example_in_the_python_api_guide_runs(tmp_path, store):
     blocks = re.findall(r"```python\n(.*?)```", DOC.read_text(), flags=re.S)
     assert len(blocks) >= 4
     script = tmp_path / "examples.py"
     script.write_text("\n".join(textwrap.dedent(b) for b in blocks))
-    store = f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}"
     done = subprocess.run(
         [sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True,
         env=python_env(MLFLOW_TRACKING_URI=store), timeout=300,

@@ -22,17 +22,18 @@ from benchmarks.store import claims
 from benchmarks.store.lifecycle import HEARTBEAT_TAG, INTERVAL_ENV, is_stale
 from benchmarks.store.tracking import MlflowTracker
 from benchmarks.sweeps.sweep import check_ray_resources
-from tests.helpers import CONTINUAL_TINY, TINY, complete_checkpoint, free_port, python_env
+from tests.helpers import (
+    CONTINUAL_TINY,
+    TINY,
+    complete_checkpoint,
+    free_port,
+    python_env,
+    stored_runs,
+)
 from tests.image_fixtures import write_mnist
 
 LONG = ["--set", "iterations=3000", "--set", "val_every=1000", "--set", "test_tasks=50",
         "--set", "log_every=50", "--set", "checkpoint_every=100"]  # fmt: skip
-
-
-def _runs(store, benchmark="sinusoid-5shot"):
-    client = MlflowClient(store)
-    experiment = client.get_experiment_by_name(benchmark)
-    return [] if experiment is None else client.search_runs([experiment.experiment_id])
 
 
 def _db(store: str) -> Path:
@@ -118,7 +119,7 @@ def test_sighup_and_sigterm_mark_the_run_killed_and_resumable(store, signum):
     process.send_signal(signum)
     out, err = process.communicate(timeout=60)
     assert process.returncode == 130, err
-    (run,) = _runs(store)
+    (run,) = stored_runs(store)
     assert run.info.status == "KILLED"
     assert f"resume with --resume {run.info.run_id}" in err
 
@@ -135,7 +136,7 @@ def test_a_closed_output_pipe_loses_nothing_and_says_so_in_one_line(store, tmp_p
                           text=True, timeout=240)  # fmt: skip
     assert done.stdout.startswith("fomaml on sinusoid-5shot seed 0")
     assert "status=0" in done.stderr
-    (run,) = _runs(store)
+    (run,) = stored_runs(store)
     assert run.info.status == "FINISHED" and "final/test_loss" in run.data.metrics
     said = [line for line in done.stderr.splitlines() if "output closed early" in line]
     assert said == [f"output closed early; run {run.info.run_id} FINISHED and is recorded"]
@@ -174,12 +175,12 @@ def test_a_pipe_closed_while_training_ends_the_run_killed(store):
 
 def test_resume_of_a_finished_run_is_refused_and_leaves_it_finished(store, capsys):
     assert main(["run", "--method", "fomaml", *TINY, "--tracking-uri", store]) == 0
-    (run,) = _runs(store)
+    (run,) = stored_runs(store)
     capsys.readouterr()
     assert main(["run", "--resume", run.info.run_id, "--tracking-uri", store]) == 2
     err = capsys.readouterr().err
     assert "is FINISHED" in err and len(err.strip().splitlines()) == 1
-    (again,) = _runs(store)
+    (again,) = stored_runs(store)
     assert again.info.status == "FINISHED" and again.info.end_time == run.info.end_time
 
 
@@ -345,7 +346,7 @@ def test_exclusive_runs_never_repeat_a_finished_cell(store, capsys):
     assert main(args) == 0
     capsys.readouterr()
     assert main(args) == 3
-    (run,) = _runs(store)
+    (run,) = stored_runs(store)
     assert run.info.status == "FINISHED"
     # A plain run is the user's call: allowed, and the leaderboard counts the cell once.
     assert main(args[:-1]) == 0
@@ -375,7 +376,7 @@ def test_a_sweep_closes_its_own_lost_cells_when_it_starts(store, capsys, monkeyp
     assert client.get_run(lost).info.status == "FAILED"
     assert client.get_run(lost).data.tags["error"].startswith("lost: no heartbeat since")
     assert client.get_run(stranger).info.status == "RUNNING"
-    cells = [r for r in _runs(store) if r.data.tags.get("mesabench.method") == "fomaml"]
+    cells = [r for r in stored_runs(store) if r.data.tags.get("mesabench.method") == "fomaml"]
     assert sorted(r.info.status for r in cells) == ["FAILED", "FINISHED"]
 
 
@@ -390,7 +391,7 @@ def test_the_data_root_and_the_files_read_are_recorded_with_the_run(store, tmp_p
     done = run_cli("run", *args, "--data-root", str(data.parent), **env)
     assert done.returncode == 0, done.stderr
     client = MlflowClient(store)
-    (run,) = _runs(store, "mnist-rotations")
+    (run,) = stored_runs(store, "mnist-rotations")
     assert run.data.params["data_root"] == str(data.parent.resolve())
     local = client.download_artifacts(run.info.run_id, "data_files.json", str(tmp_path))
     (record,) = json.loads(Path(local).read_text())
@@ -401,7 +402,7 @@ def test_the_data_root_and_the_files_read_are_recorded_with_the_run(store, tmp_p
                     "--seeds", "1", *CONTINUAL_TINY, "--data-root", str(data.parent),
                     "--tracking-uri", store, **env)  # fmt: skip
     assert swept.returncode == 0, swept.stdout + swept.stderr
-    roots = {r.data.params.get("data_root") for r in _runs(store, "mnist-rotations")
+    roots = {r.data.params.get("data_root") for r in stored_runs(store, "mnist-rotations")
              if r.data.tags.get("mesabench.method") == "online_sgd"}  # fmt: skip
     assert roots == {str(data.parent.resolve())}
 
@@ -409,7 +410,7 @@ def test_the_data_root_and_the_files_read_are_recorded_with_the_run(store, tmp_p
 def test_a_synthetic_run_records_no_data_files(store, monkeypatch):
     monkeypatch.delenv("MESABENCH_DATA", raising=False)
     assert main(["run", "--method", "fomaml", *TINY, "--tracking-uri", store]) == 0
-    (run,) = _runs(store)
+    (run,) = stored_runs(store)
     names = {a.path for a in MlflowClient(store).list_artifacts(run.info.run_id)}
     assert "data_files.json" not in names and run.data.params["data_root"] == "-"
 
@@ -435,6 +436,6 @@ def test_ctrl_c_while_waiting_for_a_claim_says_one_line_and_records_nothing(stor
     _, err = waiting.communicate(timeout=60)
     assert waiting.returncode == 130
     assert err.strip() == "interrupted" and "Traceback" not in err
-    assert [r.info.run_id for r in _runs(store)] == [holder_run]  # no second run
+    assert [r.info.run_id for r in stored_runs(store)] == [holder_run]  # no second run
     holder.finish("FINISHED")
     claim.release()

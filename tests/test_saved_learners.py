@@ -10,23 +10,12 @@ from mlflow.tracking import MlflowClient
 
 from benchmarks.cli.main import main
 from benchmarks.store.tracking import MlflowTracker
-from tests.helpers import CONTINUAL_TINY, TINY
-
-
-def _runs(store: str, benchmark: str):
-    client = MlflowClient(store)
-    experiment = client.get_experiment_by_name(benchmark)
-    return [] if experiment is None else client.search_runs([experiment.experiment_id])
-
-
-def _only_run(store: str, benchmark: str):
-    (run,) = _runs(store, benchmark)
-    return run
+from tests.helpers import CONTINUAL_TINY, TINY, only_run, stored_runs
 
 
 def test_an_episodic_run_keeps_its_final_and_best_learner_with_its_config(store):
     assert main(["run", "--method", "maml", *TINY, "--tracking-uri", store]) == 0
-    run = _only_run(store, "sinusoid-5shot")
+    run = only_run(store, "sinusoid-5shot")
     tracker = MlflowTracker(store)
     final = tracker.load_learner(run.info.run_id, "final")
     best = tracker.load_learner(run.info.run_id, "best")
@@ -49,11 +38,11 @@ def _states_equal(a, b) -> bool:
 
 def test_evaluating_a_learner_on_its_own_benchmark_repeats_the_runs_test(store, capsys):
     assert main(["run", "--method", "maml", *TINY, "--tracking-uri", store]) == 0
-    trained = _only_run(store, "sinusoid-5shot")
+    trained = only_run(store, "sinusoid-5shot")
     capsys.readouterr()
     assert main(["evaluate", trained.info.run_id, "--tracking-uri", store]) == 0
     evaluation = next(
-        r for r in _runs(store, "sinusoid-5shot") if r.info.run_id != trained.info.run_id
+        r for r in stored_runs(store, "sinusoid-5shot") if r.info.run_id != trained.info.run_id
     )
     assert evaluation.info.status == "FINISHED"
     # The same learner (best validation, which the run was tested with) on the same test
@@ -75,10 +64,10 @@ def test_evaluating_a_learner_on_its_own_benchmark_repeats_the_runs_test(store, 
 
 def test_a_learner_scored_elsewhere_with_other_settings(store):
     assert main(["run", "--method", "maml", *TINY, "--tracking-uri", store]) == 0
-    trained = _only_run(store, "sinusoid-5shot")
+    trained = only_run(store, "sinusoid-5shot")
     args = ["evaluate", trained.info.run_id, "--learner", "final", "--tracking-uri", store]
     assert main([*args, "--benchmark", "sinusoid-10shot", "--set", "test_tasks=60"]) == 0
-    evaluation = _only_run(store, "sinusoid-10shot")
+    evaluation = only_run(store, "sinusoid-10shot")
     assert evaluation.data.params["protocol.test_tasks"] == "60"
     assert evaluation.data.params["task.shots"] == "10"  # the target's task
     assert evaluation.data.params["method.hidden"] == trained.data.params["method.hidden"]
@@ -109,10 +98,10 @@ def test_a_continual_learner_scored_again_gives_its_retained_accuracy(store, tmp
     common = ["--data-root", str(data), "--tracking-uri", store]
     assert main(["run", "--method", "er", "--benchmark", "mnist-permutations", *CONTINUAL_TINY,
                  *common]) == 0  # fmt: skip
-    trained = _only_run(store, "mnist-permutations")
+    trained = only_run(store, "mnist-permutations")
     assert main(["evaluate", trained.info.run_id, *common]) == 0
     evaluation = next(
-        r for r in _runs(store, "mnist-permutations") if r.info.run_id != trained.info.run_id
+        r for r in stored_runs(store, "mnist-permutations") if r.info.run_id != trained.info.run_id
     )
     # RA is the mean accuracy over all tasks after the stream: the last row of the matrix.
     assert evaluation.data.metrics["final/test_accuracy"] == pytest.approx(
@@ -135,21 +124,21 @@ def test_a_continual_learner_scored_again_gives_its_retained_accuracy(store, tmp
 )
 def test_an_incompatible_evaluation_is_refused_with_nothing_written(store, capsys, extra, message):
     assert main(["run", "--method", "maml", *TINY, "--tracking-uri", store]) == 0
-    trained = _only_run(store, "sinusoid-5shot")
+    trained = only_run(store, "sinusoid-5shot")
     capsys.readouterr()
     assert main(["evaluate", trained.info.run_id, *extra, "--tracking-uri", store]) == 2
     err = capsys.readouterr().err
     assert message in err and len(err.strip().splitlines()) == 1, err
-    assert len(_runs(store, "sinusoid-5shot")) == 1 and _runs(store, "linreg-icl") == []
+    assert len(stored_runs(store, "sinusoid-5shot")) == 1 and stored_runs(store, "linreg-icl") == []
 
 
 def test_only_finished_training_runs_are_evaluated(store, capsys):
     assert main(["run", "--method", "maml", *TINY, "--tracking-uri", store]) == 0
-    trained = _only_run(store, "sinusoid-5shot")
+    trained = only_run(store, "sinusoid-5shot")
     assert main(["evaluate", "f" * 32, "--tracking-uri", store]) == 2
     assert main(["evaluate", trained.info.run_id, "--tracking-uri", store]) == 0
     evaluation = next(
-        r for r in _runs(store, "sinusoid-5shot") if r.info.run_id != trained.info.run_id
+        r for r in stored_runs(store, "sinusoid-5shot") if r.info.run_id != trained.info.run_id
     )
     capsys.readouterr()
     assert main(["evaluate", evaluation.info.run_id, "--tracking-uri", store]) == 2

@@ -14,20 +14,11 @@ from mlflow.tracking import MlflowClient
 
 from benchmarks.cli.main import main
 from benchmarks.planning.config import ConfigError
-from benchmarks.store.tracking import open_store
 from benchmarks.sweeps.sweep import SWEEP_TAG, cell_env, parse_seeds, spec_from_args, spec_from_file
-from tests.helpers import ROOT, free_port, python_env
+from tests.helpers import ROOT, free_port, python_env, stored_runs
 
 FAST = ["--set", "iterations=20", "--set", "val_every=10", "--set", "val_tasks=20",
         "--set", "test_tasks=50"]  # fmt: skip
-
-
-def _runs(store, benchmark="sinusoid-5shot"):
-    # open_store takes the store's creation lock: this poller may be the first opener
-    # while a sweep subprocess builds the same fresh schema.
-    client = open_store(store)
-    experiment = client.get_experiment_by_name(benchmark)
-    return [] if experiment is None else client.search_runs([experiment.experiment_id])
 
 
 def _cells(runs):
@@ -35,10 +26,9 @@ def _cells(runs):
 
 
 @pytest.mark.slow  # a fault drill: four processes racing to create one store
-def test_processes_opening_a_fresh_store_at_once_all_succeed(tmp_path):
+def test_processes_opening_a_fresh_store_at_once_all_succeed(tmp_path, store):
     # MLflow builds a new SQLite store's schema on first open; unguarded, four openers
     # at once collide mid-migration (table already exists / alembic version mismatch).
-    store = f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}"
     code = "import sys; from benchmarks.store.tracking import open_store; open_store(sys.argv[1])"
     openers = [
         subprocess.Popen(
@@ -81,11 +71,11 @@ def test_cell_threads_share_the_cores_and_respect_the_users_cap(monkeypatch):
     assert cell_env(4, remote=True)["OMP_NUM_THREADS"] == "4"  # a node's cpus, not ours
 
 
-def test_a_bad_cell_stops_the_sweep_before_anything_runs(store, capsys):
+def test_a_bad_cell_stops_the_sweep_before_anythingstored_runs(store, capsys):
     args = ["sweep", "--benchmark", "sinusoid-5shot", "--methods", "maml", "--seeds", "0-1"]
     assert main([*args, "--grid", "inner_lr=0.1,fast", "--tracking-uri", store]) == 2
     assert "inner_lr" in capsys.readouterr().err
-    assert _runs(store) == []
+    assert stored_runs(store) == []
 
 
 def test_an_unknown_key_in_a_sweep_file_names_the_file_the_layer_and_close_matches(
@@ -98,7 +88,7 @@ def test_an_unknown_key_in_a_sweep_file_names_the_file_the_layer_and_close_match
     err = capsys.readouterr().err
     assert f"sweep file {sweep}, grid: unknown setting 'inner_lrr'; did you mean " in err
     assert "method.inner_lr" in err and len(err.strip().splitlines()) == 1
-    assert _runs(store) == []
+    assert stored_runs(store) == []
 
 
 def test_local_sweep_isolates_failures_and_skips_finished_cells_on_rerun(store, capsys):
@@ -108,7 +98,7 @@ def test_local_sweep_isolates_failures_and_skips_finished_cells_on_rerun(store, 
     assert main(args) == 1  # the inner_lr=1e9 cells diverge
     out = capsys.readouterr().out
     assert "done 4, failed 4, skipped 0" in out and "diverged at iteration" in out
-    runs = _runs(store)
+    runs = stored_runs(store)
     (parent,) = [r for r in runs if SWEEP_TAG in r.data.tags]
     assert parent.info.status == "FAILED"
     cells = _cells(runs)
@@ -119,9 +109,9 @@ def test_local_sweep_isolates_failures_and_skips_finished_cells_on_rerun(store, 
     # Again: finished cells are skipped, failed ones run again (and fail again).
     assert main(args) == 1
     assert "done 0, failed 4, skipped 4" in capsys.readouterr().out
-    cells = _cells(_runs(store))
+    cells = _cells(stored_runs(store))
     assert len(cells) == 12 and sum(r.info.status == "FINISHED" for r in cells) == 4
-    (parent,) = [r for r in _runs(store) if SWEEP_TAG in r.data.tags]  # the same parent
+    (parent,) = [r for r in stored_runs(store) if SWEEP_TAG in r.data.tags]  # the same parent
     # Its settings as params, the counts of the last invocation, one summary per invocation.
     assert parent.data.params["sweep.methods"] == "maml,fomaml"
     assert json.loads(parent.data.params["sweep.grid"]) == {"inner_lr": ["0.01", "1e9"]}
@@ -165,7 +155,7 @@ def test_sweeps_run_together_share_the_workers_and_keep_their_own_parents(store)
     ]
     results = run_sweeps(specs, tracker, workers=2)
     assert [len(r.done) for r in results] == [1, 1] and not any(r.failed for r in results)
-    runs = _runs(store)
+    runs = stored_runs(store)
     parents = {r.data.tags[SWEEP_TAG]: r for r in runs if SWEEP_TAG in r.data.tags}
     assert set(parents) == {spec.sweep_id() for spec in specs}
     assert all(p.info.status == "FINISHED" for p in parents.values())
@@ -200,7 +190,7 @@ def test_sweeps_stopped_by_an_error_close_every_parent_killed_and_resume(store, 
     with pytest.raises(RuntimeError, match="lost the pool"):
         run_sweeps(specs, tracker, workers=1)
     monkeypatch.undo()
-    runs = _runs(store)
+    runs = stored_runs(store)
     parents = [r for r in runs if SWEEP_TAG in r.data.tags]
     assert sorted(p.info.status for p in parents) == ["KILLED", "KILLED"]
     assert sorted(p.data.metrics["sweep/done"] for p in parents) == [0.0, 1.0]
@@ -216,7 +206,7 @@ def _finished_keys(store):
             r.data.tags["mesabench.config_hash"],
             r.data.tags["mesabench.seed"],
         )  # fmt: skip
-        for r in _cells(_runs(store))
+        for r in _cells(stored_runs(store))
         if r.info.status == "FINISHED"
     ]
 
@@ -238,7 +228,7 @@ def test_a_killed_sweep_resumes_with_the_remaining_cells_only(store, tmp_path):
     assert "(interrupted)" in output and "failed 0" in output  # killed cells are not failures
     first = _finished_keys(store)
     assert 1 <= len(first) < 4
-    statuses = [r.info.status for r in _cells(_runs(store))]
+    statuses = [r.info.status for r in _cells(stored_runs(store))]
     assert "KILLED" in statuses or len(statuses) == len(first)
 
     resumed = subprocess.run(args, env=python_env(), cwd=tmp_path, capture_output=True,
@@ -289,7 +279,7 @@ def test_warm_cells_give_the_numbers_of_cold_ones_and_keep_failures_apart(tmp_pa
         finals[mode] = {
             (r.data.tags["mesabench.method"], r.data.params["method.inner_lr"],
              r.data.tags["mesabench.seed"], r.info.status): r.data.metrics.get("final/test_loss")
-            for r in _cells(_runs(store))
+            for r in _cells(stored_runs(store))
         }  # fmt: skip
         if mode == "warm":
             assert main(args) == 1
@@ -298,13 +288,12 @@ def test_warm_cells_give_the_numbers_of_cold_ones_and_keep_failures_apart(tmp_pa
 
 
 @pytest.mark.slow
-def test_eight_concurrent_writers_all_finish_with_all_metrics(tmp_path, capsys):
-    store = f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}"
+def test_eight_concurrent_writers_all_finish_with_all_metrics(tmp_path, store, capsys):
     args = ["sweep", "--benchmark", "sinusoid-5shot", "--methods", "maml", "--seeds", "0-7",
             *FAST, "--set", "log_every=1", "--workers", "8", "--tracking-uri", store]  # fmt: skip
     assert main(args) == 0
     client = MlflowClient(store)
-    cells = _cells(_runs(store))
+    cells = _cells(stored_runs(store))
     assert len(cells) == 8 and {r.info.status for r in cells} == {"FINISHED"}
     for run in cells:
         assert len(client.get_metric_history(run.info.run_id, "train/loss")) == 20
@@ -318,11 +307,9 @@ def test_sweep_file_and_arguments_are_exclusive(capsys):
 
 
 @pytest.mark.slow
-def test_leaderboard_and_ui_keep_working_while_a_sweep_writes(tmp_path, capsys):
+def test_leaderboard_and_ui_keep_working_while_a_sweep_writes(tmp_path, store, capsys):
     import json
     import urllib.request
-
-    store = f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}"
     args = [sys.executable, "-m", "benchmarks", "sweep", "--benchmark", "sinusoid-5shot",
             "--methods", "maml,fomaml", "--seeds", "0-1", "--set", "iterations=300",
             "--set", "log_every=1", "--set", "val_every=100", "--set", "test_tasks=50",
@@ -352,11 +339,11 @@ def test_leaderboard_and_ui_keep_working_while_a_sweep_writes(tmp_path, capsys):
     finally:
         ui.terminate()
         ui.wait(timeout=30)
-    assert len([r for r in _cells(_runs(store)) if r.info.status == "FINISHED"]) == 4
+    assert len([r for r in _cells(stored_runs(store)) if r.info.status == "FINISHED"]) == 4
 
 
 @pytest.mark.slow
-def test_ray_cells_no_node_can_place_are_refused_before_anything_runs(tmp_path, run_cli):
+def test_ray_cells_no_node_can_place_are_refused_before_anythingstored_runs(tmp_path, run_cli):
     store = f"sqlite:///{tmp_path / 'mlflow.db'}"
     sweep = tmp_path / "gpu.yaml"
     sweep.write_text("benchmark: sinusoid-5shot\nmethods: [maml]\nseeds: 0\ngpus_per_cell: 1\n")
@@ -370,4 +357,4 @@ def test_ray_cells_no_node_can_place_are_refused_before_anything_runs(tmp_path, 
         "or add nodes"
     )
     assert "Traceback" not in done.stderr
-    assert _runs(store) == []  # no sweep run, no cell
+    assert stored_runs(store) == []  # no sweep run, no cell
