@@ -59,7 +59,8 @@ class Problem:
     #: position t may use positions <= t only.
     causal: bool = False
     #: How token-based in-context learners receive a task: constructed tokens (x_i, y_i)
-    #: or the interleaved natural sequence x_1, y_1, ..., x_q (REFERENCE section 1).
+    #: or the interleaved natural sequence x_1, y_1, ..., x_q (von Oswald et al.
+    #: 2023, sec. 2 and 5).
     tokens: Literal["constructed", "interleaved"] = "constructed"
     #: Context points per task, where fixed (token-based learners size positions by it).
     context_size: int = 0

@@ -55,6 +55,7 @@ def optimal_one_step_rate(
     support_x: Tensor, support_y: Tensor, query_x: Tensor, query_y: Tensor
 ) -> tuple[Tensor, Tensor]:
     """Sufficient statistics of the empirical optimal one-step rate over a task batch:
-    eta* = N sum y_q s / sum s^2 with s = sum_i y_i x_i.x_q (REFERENCE section 1)."""
+    eta* = N sum y_q s / sum s^2 with s = sum_i y_i x_i.x_q (derived:
+    the least-squares rate of one GD step over a task sample)."""
     s = query_x @ (support_x.transpose(1, 2) @ support_y)  # [T, Q, 1]
     return (query_y * s).sum(), s.pow(2).sum()

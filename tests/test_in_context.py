@@ -126,7 +126,8 @@ def test_more_gd_steps_and_gdpp_improve_on_one_step():
         plan_run("gdpp", "linreg-icl", overrides={**common, "steps": "3"}, device="cpu"),
         MemoryRecorder(),
     )["final/test_loss"]
-    # REFERENCE section 1 (U(-0.5, 0.5), d = N = 10): 0.206 > GD K=3 ~0.129 > GD++ K=3 ~0.113
+    # Our derived multi-step references (U(-0.5, 0.5), d = N = 10):
+    # 0.206 > GD K=3 ~0.129 > GD++ K=3 ~0.113
     assert one == pytest.approx(0.206, rel=0.02)
     assert three < 0.75 * one
     assert plus < three
@@ -205,8 +206,8 @@ def test_a_briefly_trained_one_layer_lsa_matches_one_gd_step():
 
 @pytest.mark.slow
 def test_trained_one_layer_lsa_matches_one_gd_step():
-    """REFERENCE section 1: a trained 1-layer LSA reaches the 1-step GD loss, sensitivity
-    cosine >= 0.99 (U(-0.5, 0.5), the public code's range)."""
+    """von Oswald et al. 2023 (the public code's numbers): a trained 1-layer LSA reaches
+    the 1-step GD loss, sensitivity cosine >= 0.99 (U(-0.5, 0.5), the public code's range)."""
     plan = plan_run(
         "lsa",
         "linreg-icl",

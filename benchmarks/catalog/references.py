@@ -1,8 +1,9 @@
 """Published (and derived) numbers shown beside ours, never mixed into our statistics.
 
 A versioned table: when a number is corrected or added, bump ``REFERENCE_VERSION`` so a
-report says which table it used. Accuracies are fractions, like ours; the sources are
-``../shared/REFERENCE.md`` (sections 1, 4 and 5) and the papers it cites.
+report says which table it used. Accuracies are fractions, like ours. Each row names its
+source: the paper and its table (Finn et al. 2017, table 1; the thesis' tables 4.1 and
+4.5), or, for a derived row, how it was computed.
 
 Each entry declares the settings it was measured under, as run params (``task.shots``,
 ``protocol.iterations``, ...), and whether it is ``published`` (with its source) or
@@ -64,9 +65,9 @@ def _continual(
     ]
 
 
-_TABLE_45 = "thesis tab. 4.5"
-_MAML = "Finn 2017"
-_SPARSE = "sparse-MAML, Conv-4"
+_TABLE_45 = "thesis table 4.5"
+_MAML = "Finn et al. 2017, table 1"
+_SPARSE = "thesis table 4.1 (sparse-MAML, Conv-4)"
 
 
 def _omniglot(ways: int, shots: int) -> dict[str, Any]:
