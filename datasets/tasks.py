@@ -87,6 +87,12 @@ class TaskSource(Protocol):
     def method_defaults(self) -> dict[str, object]: ...
 
 
+class TaskConfig(Protocol):
+    """A task source's settings: a frozen dataclass that builds the source it describes."""
+
+    def build(self) -> TaskSource: ...
+
+
 def seeded_generator(*keys: int, device: torch.device | str = "cpu") -> torch.Generator:
     """A generator on ``device`` whose seed depends only on ``keys`` (e.g. seed, iteration).
 

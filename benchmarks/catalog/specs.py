@@ -18,6 +18,7 @@ from mesabench_datasets.fewshot import FewShotConfig
 from mesabench_datasets.osaka import OsakaConfig
 from mesabench_datasets.regression import LinRegConfig, SinusoidConfig
 from mesabench_datasets.streams import StreamConfig
+from mesabench_datasets.tasks import TaskConfig
 from methods.registry import BUILTIN, Registry
 
 
@@ -25,7 +26,7 @@ from methods.registry import BUILTIN, Registry
 class BenchmarkSpec:
     name: str
     description: str
-    task: Any  # a task-source config dataclass with a build() method
+    task: TaskConfig
     protocol: Any  # a protocol config (EpisodicConfig, ...): it decides the protocol
     #: Derived from the protocol config's type; a spec may state it, and then it must agree.
     protocol_name: str | None = None

@@ -20,6 +20,7 @@ from benchmarks.planning.config import as_dict, from_dict
 from benchmarks.planning.resolve import layers_of, resolve
 from mesabench_core import RUN_LOCAL_SETTINGS, ConfigError, IncompatibleSetting
 from mesabench_datasets.data_root import resolve_data_root
+from mesabench_datasets.tasks import TaskConfig, TaskSource
 from methods.registry import METHODS
 
 DEFAULT_BENCHMARK = "sinusoid-5shot"
@@ -32,8 +33,9 @@ class RunPlan:
     method_name: str
     benchmark: str
     seed: int
+    #: The method's config, the task source's and the protocol's: frozen dataclasses.
     method: Any
-    task: Any
+    task: TaskConfig
     protocol: Any
     device: str
     #: Absolute folder searched first for dataset files (None: MESABENCH_DATA is unset and
@@ -51,7 +53,7 @@ class RunPlan:
         return {"method": self.method, "task": self.task, "protocol": self.protocol}
 
     @functools.cached_property
-    def source(self) -> Any:
+    def source(self) -> TaskSource:
         """The run's task source, built once: data is loaded into it by ``prepare()``, and
         the method and the protocol are given this same object."""
         return self.task.build()

@@ -34,6 +34,7 @@ from typing import Any, Literal
 from benchmarks.catalog.specs import BenchmarkSpec
 from benchmarks.planning.config import field_names, route, validate
 from mesabench_core import ConfigError, Settings
+from mesabench_datasets.tasks import TaskSource
 from methods.api import SHARED_SETTINGS
 from methods.registry import MethodEntry
 
@@ -63,7 +64,7 @@ class Resolution:
 
     sections: dict[str, Any]
     set_by: dict[str, str]
-    source: Any
+    source: TaskSource
 
 
 def layers_of(name: str, entry: MethodEntry, spec: BenchmarkSpec, preset: str | None,
@@ -121,7 +122,7 @@ def _strict(config: Any, values: Mapping[str, Any], layer: str) -> dict[str, Any
 
 
 def resolve(name: str, entry: MethodEntry, spec: BenchmarkSpec, layers: list[Layer],
-            spec_source: Any = None) -> Resolution:  # fmt: skip
+            spec_source: TaskSource | None = None) -> Resolution:  # fmt: skip
     """Resolve and validate the sections of a run over ``layers`` (see :func:`layers_of`).
     ``spec_source``: the spec's own task, already built; used when no layer changes the task
     (each task configuration is built once)."""
