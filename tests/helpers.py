@@ -31,6 +31,15 @@ TINY = [
 LINREG_EVAL = {"queries": "20", "test_tasks": "10000", "val_tasks": "500", "eval_chunk": "2000"}
 
 
+def mlp_forward(weights: dict, inputs):
+    """A 2-layer ReLU MLP by hand, from the weights of ``nn.Sequential(Linear, ReLU, Linear)``
+    (names ``0.*`` and ``2.*``): the learners' networks, written out for hand-computed steps."""
+    import torch.nn.functional as F
+
+    hidden = F.relu(inputs @ weights["0.weight"].T + weights["0.bias"])
+    return hidden @ weights["2.weight"].T + weights["2.bias"]
+
+
 def stored_runs(store: str, benchmark: str = "sinusoid-5shot") -> list:
     """Every run of ``benchmark`` in ``store``, as MLflow's run entities ([] before its
     experiment exists). Through the store's creation lock: a test may poll a store that a

@@ -15,6 +15,7 @@ from benchmarks.protocols.summary import continual_metrics
 from mesabench_datasets.streams import StreamConfig, TaskStream
 from methods.lamaml import LaMAMLConfig, LookAheadMetaLearner
 from methods.replay import ReservoirBuffer
+from tests.helpers import mlp_forward
 
 
 def small_arrays(n_train: int = 200, n_test: int = 50) -> dict[str, torch.Tensor]:
@@ -153,10 +154,6 @@ def test_lamaml_step_equals_a_hand_computed_step():
     theta = {n: p.detach().clone().requires_grad_() for n, p in learner.params.items()}
     alpha = {n: torch.full_like(p, 0.2, requires_grad=True) for n, p in theta.items()}
 
-    def net(w, inputs):
-        h = F.relu(inputs @ w["0.weight"].T + w["0.bias"])
-        return h @ w["2.weight"].T + w["2.bias"]
-
     # The learner shuffles the batch with its own generator: replay that order.
     order = torch.randperm(2, generator=learner.generator.clone_state())
     xs, ys = x[order], y[order]
@@ -164,10 +161,11 @@ def test_lamaml_step_equals_a_hand_computed_step():
     for i in range(2):  # single-sample first-order steps, meta-loss after each
         leaves = {n: w.detach().requires_grad_() for n, w in fast.items()}
         g = torch.autograd.grad(
-            F.cross_entropy(net(leaves, xs[i : i + 1]), ys[i : i + 1]), list(leaves.values())
+            F.cross_entropy(mlp_forward(leaves, xs[i : i + 1]), ys[i : i + 1]),
+            list(leaves.values()),
         )
         fast = {n: fast[n] - F.relu(alpha[n]) * gi for (n, gi) in zip(fast, g, strict=True)}
-        losses.append(F.cross_entropy(net(fast, xs), ys))
+        losses.append(F.cross_entropy(mlp_forward(fast, xs), ys))
     meta = torch.stack(losses).mean()
     g_theta = torch.autograd.grad(meta, list(theta.values()), retain_graph=True)
     g_alpha = torch.autograd.grad(meta, list(alpha.values()))

@@ -18,7 +18,14 @@ from methods.lamaml import LaMAMLConfig, LookAheadMetaLearner
 from methods.maml import GradientMetaLearner, MAMLConfig
 from methods.modulation import MODULATIONS, FixedRate, LearnedRates, register_modulation
 from methods.online import OnlineMetaConfig, OnlineMetaLearner
-from tests.helpers import CONTINUAL_TINY, PLUGIN_PACKAGES, ROOT, TINY, install_plugin_package
+from tests.helpers import (
+    CONTINUAL_TINY,
+    PLUGIN_PACKAGES,
+    ROOT,
+    TINY,
+    install_plugin_package,
+    mlp_forward,
+)
 
 CPU = torch.device("cpu")
 REGRESSION = Problem(input_shape=(1,), output_dim=1, loss="half_mse", network="mlp")
@@ -91,20 +98,16 @@ def test_a_new_modulation_in_lamaml_gets_the_exact_look_ahead_gradient():
     m = {n: learner.modulation.m[n.replace(".", "__")].detach().clone().requires_grad_()
          for n in theta}  # fmt: skip
 
-    def net(w, inputs):
-        h = F.relu(inputs @ w["0.weight"].T + w["0.bias"])
-        return h @ w["2.weight"].T + w["2.bias"]
-
     order = torch.randperm(2, generator=learner.generator.clone_state())
     xs, ys = x[order], y[order]
     fast, losses = theta, []
     for i in range(2):
         leaves = {n: w.detach().requires_grad_() for n, w in fast.items()}
-        g = torch.autograd.grad(F.cross_entropy(net(leaves, xs[i : i + 1]), ys[i : i + 1]),
+        g = torch.autograd.grad(F.cross_entropy(mlp_forward(leaves, xs[i : i + 1]), ys[i : i + 1]),
                                 list(leaves.values()))  # fmt: skip
         fast = {n: fast[n] - 0.2 * torch.sigmoid(m[n]) * gi
                 for n, gi in zip(fast, g, strict=True)}  # fmt: skip
-        losses.append(F.cross_entropy(net(fast, xs), ys))
+        losses.append(F.cross_entropy(mlp_forward(fast, xs), ys))
     meta = torch.stack(losses).mean()
     g_theta = torch.autograd.grad(meta, list(theta.values()), retain_graph=True)
     g_m = torch.autograd.grad(meta, list(m.values()))

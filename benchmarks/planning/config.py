@@ -232,18 +232,6 @@ def apply_overrides(sections: Mapping[str, Any], overrides: Mapping[str, Any]) -
     return result
 
 
-def with_fields(config: Any, values: Mapping[str, Any], layer: str) -> Any:
-    """``dataclasses.replace`` that refuses a key ``config`` lacks, naming the ``layer``
-    that set it and the closest field names."""
-    names = field_names(config)
-    for key in values:
-        if key not in names:
-            near = difflib.get_close_matches(key, names, n=3)
-            hint = f"; did you mean {', '.join(near)}?" if near else ""
-            raise ConfigError(f"{layer} sets unknown setting {key!r}{hint}")
-    return dataclasses.replace(config, **values) if values else config
-
-
 def from_dict(cls: type, values: Mapping[str, Any]) -> Any:
     """Rebuild a config from a JSON dict (lists become tuples again)."""
     hints = get_type_hints(cls)
@@ -265,7 +253,6 @@ __all__ = [
     "validate",
     "apply_overrides",
     "route",
-    "with_fields",
     "as_dict",
     "from_dict",
 ]
