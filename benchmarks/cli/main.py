@@ -17,11 +17,10 @@ from rich.console import Console
 from rich.table import Table
 
 from benchmarks.planning.config import parse_pairs
-from benchmarks.running.console import EXIT_USAGE, answered, prepare_process
+from benchmarks.running.console import answered, prepare_process
 from mesabench_core import BadInput
 
 EXIT_OK, EXIT_FAILED = 0, 1
-__all__ = ["EXIT_USAGE", "UsageError", "build_parser", "main"]
 
 log = logging.getLogger("mesabench")
 
