@@ -9,7 +9,8 @@ from mesabench_datasets.tasks import LossKind
 
 
 def task_loss(prediction: Tensor, target: Tensor, kind: LossKind) -> Tensor:
-    """Mean loss over the points of one task (no task dimension)."""
+    """Mean loss over the points of one task (no task dimension); shapes must agree."""
+    _check_shapes(prediction, target, kind)
     if kind == "mse":
         return F.mse_loss(prediction, target)
     if kind == "half_mse":
@@ -22,7 +23,9 @@ def task_loss(prediction: Tensor, target: Tensor, kind: LossKind) -> Tensor:
 
 
 def per_task_loss(prediction: Tensor, target: Tensor, kind: LossKind) -> Tensor:
-    """Loss of each task in a batch: ``prediction [T, Q, out]`` -> ``[T]``."""
+    """Loss of each task in a batch: ``prediction [T, Q, out]`` -> ``[T]``. Shapes must
+    agree exactly (a loss never broadcasts a prediction over its targets)."""
+    _check_shapes(prediction, target, kind)
     if kind == "cross_entropy":
         logits = prediction.flatten(0, 1)
         losses = F.cross_entropy(logits, target.flatten(), reduction="none")
@@ -31,6 +34,13 @@ def per_task_loss(prediction: Tensor, target: Tensor, kind: LossKind) -> Tensor:
         return 0.5 * (prediction - target).pow(2).sum(-1).flatten(1).mean(dim=1)
     squared = (prediction - target).pow(2).flatten(1).mean(dim=1)
     return 0.5 * squared if kind == "half_mse" else squared
+
+
+def _check_shapes(prediction: Tensor, target: Tensor, kind: LossKind) -> None:
+    expected = (*target.shape, prediction.shape[-1]) if kind == "cross_entropy" else target.shape
+    if prediction.shape != expected:
+        raise ValueError(f"a {kind} loss needs predictions of shape {list(expected)} for "
+                         f"targets {list(target.shape)}, got {list(prediction.shape)}")  # fmt: skip
 
 
 def per_task_loss_gradient(prediction: Tensor, target: Tensor, kind: LossKind) -> Tensor:

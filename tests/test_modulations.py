@@ -46,7 +46,8 @@ class HalfSigmoid(GradientModulation):
 
 
 if "test_half_sigmoid" not in MODULATIONS:
-    register_modulation("test_half_sigmoid", HalfSigmoid, "a test's own modulation")
+    register_modulation("test_half_sigmoid", HalfSigmoid, "a test's own modulation",
+                        source="tests/test_modulations.py")  # fmt: skip
 
 
 @pytest.mark.parametrize(

@@ -68,9 +68,9 @@ class RoundsLearner(GradientMetaLearner):
 SPEC = BenchmarkSpec(name="sinusoid-rounds-test", description="sinusoids, in rounds",
                      task=SinusoidConfig(), protocol=RoundsConfig(rounds=5))  # fmt: skip
 if SPEC.name not in BENCHMARKS:
-    register_benchmark(SPEC)
+    register_benchmark(SPEC, source="tests/test_new_protocol.py")
 if "rounds_maml_test" not in METHODS:
-    METHODS.add("rounds_maml_test", MethodEntry(RoundsLearner), description="a test's")
+    METHODS.add("rounds_maml_test", MethodEntry(RoundsLearner), "tests/test_new_protocol.py")
 
 
 def test_the_spec_finds_its_protocol_from_its_config_type():

@@ -60,6 +60,26 @@ class DivergenceError(RuntimeError):
     """The training loss became NaN or infinite."""
 
 
+class MethodContractError(RuntimeError):
+    """A method's hook returned what the protocol cannot score (another shape, not a
+    tensor): the run stops there, FAILED, with one line naming the method, the hook and
+    what was expected, instead of scoring a broadcast or failing much later."""
+
+
+def checked_output(method: Any, hook: str, value: Any, expected: tuple[int, ...],
+                   layout: str) -> torch.Tensor:  # fmt: skip
+    """``value`` if it is a tensor of shape ``expected``; else :class:`MethodContractError`.
+    ``layout`` names the axes as the Method API documents them (``[T, Q, out]``)."""
+    shape = tuple(value.shape) if isinstance(value, torch.Tensor) else None
+    if shape != tuple(expected):
+        got = f"shape {list(shape)}" if shape is not None else f"a {type(value).__name__}"
+        raise MethodContractError(
+            f"{type(method).__name__}.{hook} returned {got}; it must return {layout} = "
+            f"{list(expected)}"
+        )
+    return value
+
+
 def overall_sparsity(method: Method, per_tensor: dict[str, float]) -> float:
     """Parameter-weighted mean sparsity over the modulated tensors."""
     sizes = method.tensor_sizes() or dict.fromkeys(per_tensor, 1)

@@ -15,10 +15,10 @@ from typing import Any
 
 import torch
 
-from benchmarks.protocols.base import Protocol, RunState
+from benchmarks.protocols.base import Protocol, RunState, checked_output
 from benchmarks.protocols.summary import continual_metrics
 from mesabench_core import param
-from mesabench_datasets.tasks import seeded_generator
+from mesabench_datasets.tasks import Problem, seeded_generator
 from methods.api import ContinualMethod
 
 
@@ -29,6 +29,7 @@ class TaskStream(typing.Protocol):
 
     config: Any  # what ContinualConfig.total_steps reads: tasks, train_per_task
     num_tasks: int
+    problem: Problem  # its output_dim: the classes predict() must score
 
     def train_task(self, task: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Inputs and labels of ``task``'s training samples, in stream order."""
@@ -77,7 +78,10 @@ class ContinualProtocol(Protocol):
             for start in range(0, len(x), self.config.eval_batch):
                 xb = x[start : start + self.config.eval_batch].to(self.device)
                 yb = y[start : start + self.config.eval_batch].to(self.device)
-                correct += (method.predict(xb).argmax(dim=-1) == yb).sum().item()
+                logits = checked_output(method, "predict", method.predict(xb),
+                                        (len(xb), self.source.problem.output_dim),
+                                        "[N, classes]")  # fmt: skip
+                correct += (logits.argmax(dim=-1) == yb).sum().item()
         return correct / len(x)
 
     def accuracy_row(self, method: ContinualMethod) -> torch.Tensor:

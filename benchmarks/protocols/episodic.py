@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from benchmarks.protocols.base import Protocol, RunState
+from benchmarks.protocols.base import Protocol, RunState, checked_output
 from benchmarks.protocols.summary import mean_ci95
 from mesabench_core import ConfigError, param
 from mesabench_datasets.tasks import TaskSource, seeded_generator
@@ -122,12 +122,15 @@ class EpisodicProtocol(Protocol):
         }
         for batch in self._tasks(role, seed, count):
             for s in steps:
-                pred = method.predict(batch.support_x, batch.support_y, batch.query_x, steps=s)
+                pred = self._predict(method, batch, steps=s)
                 loss = per_task_loss(pred, batch.query_y, self.source.problem.loss)
                 out[s]["loss"].append(loss.cpu())
                 if self.classification:
                     out[s]["accuracy"].append(per_task_accuracy(pred, batch.query_y).cpu())
         return {s: {k: torch.cat(v) for k, v in d.items() if v} for s, d in out.items()}
+
+    def _predict(self, method: EpisodicMethod, batch, **kwargs) -> torch.Tensor:
+        return predicted(method, batch, self.source.problem, **kwargs)
 
     def _score(self, per_task: dict[str, torch.Tensor]) -> float:
         # Lower is better: loss for regression, error rate for classification.
@@ -244,11 +247,20 @@ def _scores(values: torch.Tensor) -> dict[str, float]:
     return scores
 
 
+def predicted(method: EpisodicMethod, batch, problem, **kwargs) -> torch.Tensor:
+    """``method.predict`` on ``batch``, held to the Method API's shape: ``[T, Q, out]``,
+    shaped like the targets for regression, ``[T, Q, classes]`` for classification."""
+    pred = method.predict(batch.support_x, batch.support_y, batch.query_x, **kwargs)
+    targets = tuple(batch.query_y.shape)
+    expected = (*targets, problem.output_dim) if is_classification(problem.loss) else targets
+    return checked_output(method, "predict", pred, expected, "[T, Q, out]")
+
+
 def loss_by_position(method, source: TaskSource, tasks: int = 1000, seed: int = 0) -> torch.Tensor:
     """Mean 0.5 ||target - prediction||^2 at every position of held-out sequences (the
     in-context learning curve of a causal sequence task)."""
     batch = source.sample(tasks, seeded_generator(ANALYSIS, seed, device=method.device))
-    pred = method.predict(batch.support_x, batch.support_y, batch.query_x)
+    pred = predicted(method, batch, source.problem)
     return 0.5 * (pred - batch.query_y).pow(2).sum(-1).mean(0).cpu()
 
 

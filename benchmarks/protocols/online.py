@@ -19,10 +19,10 @@ from typing import Any
 
 import torch
 
-from benchmarks.protocols.base import Protocol, RunState
+from benchmarks.protocols.base import Protocol, RunState, checked_output
 from benchmarks.protocols.episodic import EpisodicConfig, EpisodicProtocol
 from mesabench_core import param
-from mesabench_datasets.tasks import TaskSource
+from mesabench_datasets.tasks import Problem, TaskSource
 from methods.api import OnlineMethod
 
 
@@ -34,6 +34,7 @@ class OnlineStream(typing.Protocol):
 
     config: Any  # has ``steps``
     source_names: tuple[str, ...]
+    problem: Problem  # its output_dim: the classes predict() must score
 
     def tasks(self, seed: int) -> Any:
         """The hidden tasks: ``task_of_step``, ``switched`` (per step) and ``source`` (an index
@@ -197,7 +198,9 @@ class OnlineProtocol(Protocol):
             batch = stream.batch(self.tasks, self.seed, step)
             x, y = batch.x.to(self.device), batch.y.to(self.device)
             # Test, then train: the labels reach the learner only after it is scored.
-            correct = (method.predict(x).argmax(dim=-1) == y).sum().item() / len(y)
+            logits = checked_output(method, "predict", method.predict(x),
+                                    (len(x), stream.problem.output_dim), "[N, classes]")
+            correct = (logits.argmax(dim=-1) == y).sum().item() / len(y)
             metrics = method.observe(x, y)
             accuracy = (correct_so_far + correct) / (step + 1)
             done = self.step_done(state, {**metrics, "accuracy": accuracy}, f"stream step {step}")
