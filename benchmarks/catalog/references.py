@@ -65,7 +65,7 @@ def _continual(
     ]
 
 
-_TABLE_45 = "thesis table 4.5"
+_TABLE_45 = "thesis tab. 4.5"
 _MAML = "Finn et al. 2017, table 1"
 _SPARSE = "thesis table 4.1 (sparse-MAML, Conv-4)"
 
