@@ -206,3 +206,50 @@ def test_plugins_can_be_switched_off(plugin_site, run_cli, tmp_path):
         cwd=tmp_path,
     )
     assert run.returncode == 2 and "unknown method 'reptile'" in run.stderr
+
+
+SHADOWING = """
+from dataclasses import dataclass
+
+from benchmarks.plugin_api import param
+from my_methods import Reptile, ReptileConfig
+
+
+@dataclass(frozen=True)
+class SeededConfig(ReptileConfig):
+    seed: int = param(0, help="would take --set seed=3 while the run stays seed 0")
+
+
+@dataclass(frozen=True)
+class ShotsConfig(ReptileConfig):
+    shots: int = param(1, help="would make 'shots' ambiguous on every few-shot benchmark")
+    iterations: int = param(3, help="and 'iterations' on every episodic one")
+
+
+class Seeded(Reptile):
+    Config = SeededConfig
+
+
+class Shots(Reptile):
+    Config = ShotsConfig
+"""
+
+
+def test_a_plugin_field_shadowing_the_suites_settings_is_refused_at_registration(
+    tmp_path, run_cli
+):
+    site = install_plugin_package("my_methods", tmp_path)
+    extra = tmp_path / "shadowing"
+    make_distribution(extra, "shadows", "0.1", {"shadow_methods": SHADOWING},
+                      "[mesabench.methods]\nseeded = shadow_methods:Seeded\n"
+                      "shots = shadow_methods:Shots\n")  # fmt: skip
+    listed = run_cli("list", "methods", PYTHONPATH=f"{site}{os.pathsep}{extra}")
+    assert listed.returncode == 0, listed.stderr
+    lines = [line for line in listed.stderr.splitlines() if "refused" in line]
+    assert any("'seeded' from shadows 0.1 refused: its config field(s) seed take names the "
+               "suite uses ('seed' is reserved); rename them" in line for line in lines), lines
+    assert any("'shots' from shadows 0.1 refused: its config field(s) iterations, shots"
+               in line and "'iterations' is a setting of the episodic protocol" in line
+               and "'shots' is a task setting of benchmark" in line for line in lines), lines
+    # Refused alone: the guide's method from the same site is listed and still runs.
+    assert "reptile" in listed.stdout and "seeded" not in listed.stdout

@@ -16,6 +16,7 @@ reported with its name and the reason; every other method still works.
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import os
 from collections.abc import Callable
@@ -79,6 +80,36 @@ def check_api_version(stated: object, kind: str, name: str, source: str) -> None
         )
 
 
+#: Names a run's plan and command line give a meaning of their own: no method setting may
+#: take one (``--set seed=3`` must never set a plugin's field while the run stays seed 0).
+RESERVED_SETTINGS = frozenset({
+    "seed", "device", "benchmark", "method", "method_name", "preset", "data_root",
+    "learner_from", "resume", "parent", "tracking_uri", "exclusive",
+})  # fmt: skip
+
+
+def check_setting_names(entry: MethodEntry, name: str, source: str) -> None:
+    """Refuse a plugin method whose config fields take a reserved name, or a protocol's or
+    a benchmark's task setting (a bare ``--set`` of it would be ambiguous, and the
+    benchmarks' own presets would fail)."""
+    fields = {f.name for f in dataclasses.fields(entry.cls.Config)}
+    taken = {
+        **{key: "reserved" for key in RESERVED_SETTINGS},
+        **{f.name: f"a setting of the {protocol.name} protocol"
+           for protocol in PROTOCOLS.values() if protocol.Config
+           for f in dataclasses.fields(protocol.Config)},  # fmt: skip
+        **{f.name: f"a task setting of benchmark {spec.name}"
+           for spec in (e.value for e in BENCHMARKS) for f in dataclasses.fields(spec.task)},
+    }  # fmt: skip
+    clashes = sorted(fields & set(taken))
+    if clashes:
+        said = "; ".join(f"{key!r} is {taken[key]}" for key in clashes)
+        raise RegistryError(
+            f"method {name!r} from {source} refused: its config field(s) {', '.join(clashes)} "
+            f"take names the suite uses ({said}); rename them"
+        )
+
+
 def _load_group(group: str, kind: str, register: Callable[[str, object, str], None]) -> None:
     for ep in entry_points(group=group):
         source = _source(ep)
@@ -104,6 +135,7 @@ def load_plugins() -> list[str]:
         entry = _method_entry(obj, name)
         version = getattr(entry.cls, "api_version", None)
         check_api_version(version, "method", name, source)
+        check_setting_names(entry, name, source)
         METHODS.add(name, entry, source, _first_line(entry.cls))
 
     def add_benchmark(name: str, obj: object, source: str) -> None:
