@@ -156,3 +156,31 @@ def test_a_schema_the_direct_reader_does_not_know_is_read_through_mlflow(store, 
     (through_client,) = reader.runs(experiment)
     assert [through_client] == direct and through_client.run_id == run_id
     assert reader.run(run_id) == through_client
+
+
+@pytest.mark.parametrize("kind", ["folder", "not sqlite", "under a file"])
+def test_a_store_that_cannot_be_opened_is_one_line_and_exit_2_at_once(tmp_path, run_cli, kind):
+    """No retrying a store that cannot be opened: that is bad input, not an outage."""
+    import time
+
+    if kind == "folder":
+        (tmp_path / "a-folder").mkdir()
+        path, why = tmp_path / "a-folder", "is a folder, not a SQLite file"
+    elif kind == "not sqlite":
+        path, why = tmp_path / "notes.db", "is not a SQLite database"
+        path.write_text("my notes\n")
+    else:
+        (tmp_path / "a-file").write_text("x")
+        path, why = tmp_path / "a-file" / "runs" / "mlflow.db", "is not a writable folder"
+    before = sorted(p.name for p in tmp_path.rglob("*"))
+    for command in (["run", "--method", "maml"], ["leaderboard"]):
+        began = time.monotonic()
+        done = run_cli(*command, "--tracking-uri", f"sqlite:///{path}")
+        if command[0] == "leaderboard" and kind == "under a file":
+            assert done.returncode == 0  # nothing to read: an empty board, as for a new store
+            continue
+        assert done.returncode == 2, done.stderr
+        assert time.monotonic() - began < 30
+        (line,) = done.stderr.strip().splitlines()
+        assert line.startswith("error: store sqlite:///") and why in line
+    assert sorted(p.name for p in tmp_path.rglob("*")) == before  # nothing written

@@ -63,6 +63,36 @@ class StoreUnreachable(ConfigError):
     """The tracking store cannot be reached or opened (reported in one line, exit 2)."""
 
 
+#: The first bytes of every SQLite database file.
+_SQLITE_HEADER = b"SQLite format 3\x00"
+
+
+def check_sqlite_store(db: Path, writing: bool) -> None:
+    """Refuse, in one line and at once, a SQLite store that cannot be opened: the path is a
+    folder, the file is not a SQLite database, or (``writing``) a new store would go into a
+    folder that cannot be written. (Such a store is no outage: retrying cannot help.)"""
+    uri = f"sqlite:///{db}"
+    if db.is_dir():
+        raise StoreUnreachable(f"store {uri}: {db} is a folder, not a SQLite file (name a file "
+                               f"in it, e.g. sqlite:///{db / 'mlflow.db'})")  # fmt: skip
+    if db.exists():
+        try:
+            with db.open("rb") as handle:
+                header = handle.read(len(_SQLITE_HEADER))
+        except OSError as err:
+            raise StoreUnreachable(f"store {uri} cannot be read: {err.strerror}") from None
+        if header and header != _SQLITE_HEADER:
+            raise StoreUnreachable(f"store {uri}: {db} is not a SQLite database")
+        return
+    if writing:
+        folder = db.parent
+        while not folder.exists() and folder != folder.parent:
+            folder = folder.parent
+        if not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK):
+            raise StoreUnreachable(f"store {uri} cannot be created: {folder} is not a "
+                                   "writable folder")  # fmt: skip
+
+
 @dataclass(frozen=True)
 class StoredRun:
     """One run as the results commands need it."""
@@ -157,6 +187,7 @@ class SqliteReader:
         rolling it back needs a writable connection, which SQLite then does by itself."""
         if not self.db.exists():
             return None
+        check_sqlite_store(self.db, writing=False)
         connection = sqlite3.connect(f"{self.db.as_uri()}?mode=ro", uri=True, timeout=30)
         try:
             connection.execute("SELECT count(*) FROM experiments").fetchone()

@@ -40,6 +40,7 @@ from mlflow.tracking import MlflowClient  # noqa: E402
 from benchmarks.store.lifecycle import Heartbeat, heartbeat_tags  # noqa: E402
 from benchmarks.store.reader import (  # noqa: E402, F401  (re-exported: the store's URI rules)
     StoreUnreachable,
+    check_sqlite_store,
     default_tracking_uri,
     normalise_uri,
     sqlite_path,
@@ -206,6 +207,7 @@ def open_store(uri: str) -> RetryingClient:
     db = sqlite_path(uri)
     if db is None:
         return RetryingClient(MlflowClient(tracking_uri=uri))
+    check_sqlite_store(db, writing=True)
     db.parent.mkdir(parents=True, exist_ok=True)
     folder = os.open(db.parent, os.O_RDONLY)
     try:
