@@ -10,6 +10,7 @@ import logging
 import os
 import signal
 import sys
+import time
 from collections.abc import Callable
 
 from rich.console import Console
@@ -114,9 +115,20 @@ class WatchedOutput(io.TextIOBase):
 
 
 class TrainingProgress:
-    """A rich progress bar with the latest training loss; usable as the protocol callback."""
+    """A rich progress bar with the latest training loss; usable as the protocol callback.
+
+    Where the output is no terminal (a file, a pipe, a CI log) a bar cannot be redrawn, so
+    one plain line is written every :attr:`EVERY_PERCENT` percent of the run or every
+    :attr:`EVERY_SECONDS` seconds, whichever comes first."""
+
+    EVERY_PERCENT = 5
+    EVERY_SECONDS = 30.0
 
     def __init__(self, total: int | None, completed: int, description: str, console: Console):
+        self._plain = not console.is_terminal
+        self._console, self._total, self._description = console, total, description
+        self._began = time.monotonic()
+        self._said_at, self._said_step = self._began, completed
         self._progress = Progress(
             TextColumn("[bold]{task.description}"),
             BarColumn(),
@@ -132,11 +144,13 @@ class TrainingProgress:
         )
 
     def __enter__(self) -> TrainingProgress:
-        self._progress.start()
+        if not self._plain:
+            self._progress.start()
         return self
 
     def __exit__(self, *exc) -> None:
-        self._progress.stop()
+        if not self._plain:
+            self._progress.stop()
 
     def __call__(self, done: int, metrics: dict[str, float]) -> None:
         if getattr(self._progress.console.file, "reader_gone", False):
@@ -146,4 +160,19 @@ class TrainingProgress:
         # Online protocols report the accuracy so far (test, then train).
         accuracy = metrics.get("accuracy")
         extra = "" if accuracy is None else f"  accuracy so far {accuracy:.3f}"
-        self._progress.update(self._task, completed=done, loss=shown, accuracy=extra)
+        if self._plain:
+            self._say(done, shown, extra)
+        else:
+            self._progress.update(self._task, completed=done, loss=shown, accuracy=extra)
+
+    def _say(self, done: int, loss: str, extra: str) -> None:
+        now, total = time.monotonic(), self._total
+        step = max(1, total * self.EVERY_PERCENT // 100) if total else None
+        due = now - self._said_at >= self.EVERY_SECONDS or (
+            step is not None and done - self._said_step >= step) or done == total  # fmt: skip
+        if not due:
+            return
+        self._said_at, self._said_step = now, done
+        where = f"{done}/{total} ({100 * done // total}%)" if total else f"{done}"
+        self._console.print(f"{self._description}: {where}, loss {loss}{extra}, "
+                            f"{now - self._began:.0f} s", soft_wrap=True)  # fmt: skip

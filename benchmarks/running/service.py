@@ -135,6 +135,8 @@ class StartedRun:
     #: An evaluation's saved learner, scored instead of trained.
     learner: dict[str, Any] | None = None
     claim: Any = None
+    #: A killed run reopened (``--resume``), with or without a checkpoint to go on from.
+    resumed: bool = False
 
     def execute(self, progress=None) -> dict[str, float]:
         """Run to the end and close the run (see :func:`execute_recorded`)."""
@@ -215,11 +217,11 @@ def _reopen(request: RunRequest) -> StartedRun:
         wanted = tracker.client.get_run(request.resume).data.tags.get("mesabench.learner")
         _, learner = _saved_learner(tracker, plan.learner_from, wanted)
         tracker.resume()
-        return StartedRun(plan, tracker, request.resume, learner=learner)
+        return StartedRun(plan, tracker, request.resume, learner=learner, resumed=True)
     checkpoint = tracker.load_checkpoint()
     _check_resumable(request.resume, plan, checkpoint)  # before the run is touched
     tracker.resume()
-    return StartedRun(plan, tracker, request.resume, checkpoint=checkpoint)
+    return StartedRun(plan, tracker, request.resume, checkpoint=checkpoint, resumed=True)
 
 
 def open_evaluation(request: EvaluationRequest) -> StartedRun:
@@ -381,6 +383,8 @@ def run_to_end(started: StartedRun, console: Console) -> int:
     try:
         if started.checkpoint is not None:
             console.print(f"resuming run {run_id} from iteration {completed}")
+        elif started.resumed and started.learner is None:
+            console.print(f"resuming run {run_id}: no checkpoint yet: from the start")
         source = "" if started.learner is None else f" (the learner of run {plan.learner_from})"
         console.print(
             f"[bold]{plan.method_name}[/]{source} on [bold]{plan.benchmark}[/] seed {plan.seed} "

@@ -1,0 +1,46 @@
+"""What a run says when its output is a file or a pipe: progress lines every few percent,
+and where a resumed run goes on from."""
+
+from __future__ import annotations
+
+import re
+import signal
+import subprocess
+import sys
+
+from tests.helpers import ROOT, only_run, python_env
+
+
+def test_progress_is_written_as_lines_when_the_output_is_not_a_terminal(store, run_cli):
+    done = run_cli("run", "--method", "fomaml", "--set", "iterations=200", "--set",
+                   "val_every=100", "--set", "test_tasks=50", "--tracking-uri", store)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    steps = [int(m.group(1)) for m in re.finditer(r"^fomaml: (\d+)/200 \(\d+%\), loss ",
+                                                  done.stdout, flags=re.M)]  # fmt: skip
+    assert steps == list(range(10, 201, 10))  # every 5% of the run, to its end
+
+
+def test_a_resume_before_the_first_checkpoint_says_it_starts_over(store, run_cli):
+    command = [sys.executable, "-m", "benchmarks", "run", "--method", "fomaml", "--set",
+               "iterations=20000", "--set", "checkpoint_every=20000", "--tracking-uri",
+               store]  # fmt: skip
+    process = subprocess.Popen(command, cwd=ROOT, env=python_env(), stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)  # fmt: skip
+    for line in process.stdout:  # the first progress line: training has begun
+        if line.startswith("fomaml: "):
+            break
+    process.send_signal(signal.SIGINT)
+    _, err = process.communicate(timeout=120)
+    assert process.returncode == 130, err
+    killed = only_run(store)
+    assert killed.info.status == "KILLED"
+    resumed = run_cli("run", "--resume", killed.info.run_id, "--set", "x=1",
+                      "--tracking-uri", store)  # fmt: skip
+    assert resumed.returncode == 2  # (a resume takes no settings: refused, nothing changed)
+    resumed = subprocess.Popen([sys.executable, "-m", "benchmarks", "run", "--resume",
+                                killed.info.run_id, "--tracking-uri", store], cwd=ROOT,
+                               env=python_env(), stdout=subprocess.PIPE, text=True)  # fmt: skip
+    first = resumed.stdout.readline()
+    resumed.send_signal(signal.SIGINT)
+    resumed.communicate(timeout=120)
+    assert first.strip() == f"resuming run {killed.info.run_id}: no checkpoint yet: from the start"
