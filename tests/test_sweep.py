@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import signal
 import subprocess
 import sys
@@ -14,7 +15,14 @@ from mlflow.tracking import MlflowClient
 
 from benchmarks.cli.main import main
 from benchmarks.planning.config import ConfigError
-from benchmarks.sweeps.sweep import SWEEP_TAG, cell_env, parse_seeds, spec_from_args, spec_from_file
+from benchmarks.sweeps.sweep import (
+    SWEEP_TAG,
+    cell_env,
+    parse_seeds,
+    plan_cells,
+    spec_from_args,
+    spec_from_file,
+)
 from tests.helpers import ROOT, free_port, python_env, stored_runs
 
 FAST = ["--set", "iterations=20", "--set", "val_every=10", "--set", "val_tasks=20",
@@ -71,7 +79,7 @@ def test_cell_threads_share_the_cores_and_respect_the_users_cap(monkeypatch):
     assert cell_env(4, remote=True)["OMP_NUM_THREADS"] == "4"  # a node's cpus, not ours
 
 
-def test_a_bad_cell_stops_the_sweep_before_anythingstored_runs(store, capsys):
+def test_a_bad_cell_stops_the_sweep_before_anything_runs(store, capsys):
     args = ["sweep", "--benchmark", "sinusoid-5shot", "--methods", "maml", "--seeds", "0-1"]
     assert main([*args, "--grid", "inner_lr=0.1,fast", "--tracking-uri", store]) == 2
     assert "inner_lr" in capsys.readouterr().err
@@ -343,7 +351,7 @@ def test_leaderboard_and_ui_keep_working_while_a_sweep_writes(tmp_path, store, c
 
 
 @pytest.mark.slow
-def test_ray_cells_no_node_can_place_are_refused_before_anythingstored_runs(tmp_path, run_cli):
+def test_ray_cells_no_node_can_place_are_refused_before_anything_runs(tmp_path, run_cli):
     store = f"sqlite:///{tmp_path / 'mlflow.db'}"
     sweep = tmp_path / "gpu.yaml"
     sweep.write_text("benchmark: sinusoid-5shot\nmethods: [maml]\nseeds: 0\ngpus_per_cell: 1\n")
@@ -358,3 +366,64 @@ def test_ray_cells_no_node_can_place_are_refused_before_anythingstored_runs(tmp_
     )
     assert "Traceback" not in done.stderr
     assert stored_runs(store) == []  # no sweep run, no cell
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("grid: {inner_steps: '12'}\n",
+         "grid.inner_steps: input should be a valid list (got '12'); grid takes setting: ["),
+        ("grid: {inner_steps: []}\n", "grid.inner_steps needs at least one value"),
+        ("set: {iterations: 5}\nset: {iterations: 6}\n", "duplicate key 'set' (line 5)"),
+        ("grid: {inner_lr: [0.1], inner_lr: [0.2]}\n", "duplicate key 'inner_lr' (line 4)"),
+        ("cpus_per_cell: lots\n", "cpus_per_cell: input should be a valid number"),
+        ("set: [iterations, 5]\n", "set: input should be a valid dictionary"),
+        ("set: {fomaml: {inner_lr: 0.1}}\n", "set.fomaml holds settings, but 'fomaml' is none"),
+    ],
+)
+def test_sweep_files_are_read_strictly(tmp_path, text, message):
+    sweep = tmp_path / "sweep.yaml"
+    sweep.write_text("benchmark: sinusoid-5shot\nmethods: [maml]\nseeds: 0\n" + text)
+    with pytest.raises(ConfigError) as refused:
+        spec_from_file(sweep)
+    assert message in str(refused.value) and "\n" not in str(refused.value)
+
+
+def test_sweep_files_refuse_wrong_shapes_bytes_and_huge_seed_ranges(tmp_path):
+    sweep = tmp_path / "sweep.yaml"
+    for body, message in [
+        (b"benchmark: sinusoid-5shot\nmethods: 3\nseeds: 0\n",
+         "methods: input should be a valid string (got 3); methods takes a method's name or"),
+        (b"benchmark: sinusoid-5shot\nmethods: []\nseeds: 0\n", "at least one method"),
+        (b"- benchmark\n- methods\n", "a sweep file is a mapping of keys"),
+        (b"benchmark: sinusoid-5shot\nmethods: [maml]\nseeds: \xff\n", "not UTF-8 text"),
+        (b"benchmark: sinusoid-5shot\nmethods: [maml]\nseeds: 0-1000000000000\n", "more than"),
+    ]:
+        sweep.write_bytes(body)
+        with pytest.raises(ConfigError, match=re.escape(message)):
+            spec_from_file(sweep)
+
+
+def test_a_grid_key_given_twice_is_refused_and_per_method_settings_reach_their_cells(tmp_path):
+    with pytest.raises(ConfigError, match=r"--grid inner_lr is given twice"):
+        spec_from_args("sinusoid-5shot", "maml", "0", ["inner_lr=0.1", "inner_lr=0.2"])
+    spec = spec_from_args("sinusoid-5shot", "maml,metasgd", "0", ["inner_steps=1,2"],
+                          ["iterations=5", "metasgd:modulation_lr=0.3"])  # fmt: skip
+    by_method = {(c.method, dict(c.overrides)["inner_steps"]): dict(c.overrides)
+                 for c in spec.cells()}  # fmt: skip
+    assert by_method[("metasgd", "2")] == {"iterations": "5", "modulation_lr": "0.3",
+                                           "inner_steps": "2"}  # fmt: skip
+    assert "modulation_lr" not in by_method[("maml", "1")]
+    with pytest.raises(ConfigError, match=r"--set fomaml:inner_lr: 'fomaml' is none of"):
+        spec_from_args("sinusoid-5shot", "maml", "0", [], ["fomaml:inner_lr=0.1"])
+    # The same from a file; a setting one method lacks names that method.
+    sweep = tmp_path / "sweep.yaml"
+    sweep.write_text("benchmark: sinusoid-5shot\nmethods: [maml, lsa]\nseeds: 0\n"
+                     "set: {iterations: 5, maml: {inner_steps: 3}}\n")  # fmt: skip
+    from_file = spec_from_file(sweep)
+    assert dict(from_file.method_settings) == {"maml": (("inner_steps", "3"),)}
+    plan_cells(from_file)  # lsa has no inner_steps: set for maml only, it is never asked
+    sweep.write_text("benchmark: sinusoid-5shot\nmethods: [maml, lsa]\nseeds: 0\n"
+                     "set: {inner_steps: 3}\n")  # fmt: skip
+    with pytest.raises(ConfigError, match=r", set, for method lsa: unknown setting"):
+        plan_cells(spec_from_file(sweep))

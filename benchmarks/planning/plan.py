@@ -135,8 +135,8 @@ def plan_run(
             f"method {method!r} supports protocols {sorted(entry.cls.protocols)}, but "
             f"benchmark {benchmark!r} uses {spec.protocol_name!r}{hint}"
         )
-    if seed < 0:
-        raise ConfigError(f"seed must be >= 0 (got {seed})")
+    if not 0 <= seed < 2**63:  # a torch generator's seed is 64 bits
+        raise ConfigError(f"seed must be >= 0 and < 2**63 (got {seed})")
     if preset is not None and preset not in spec.presets:
         allowed = ", ".join(sorted(spec.presets)) or "none"
         raise ConfigError(f"unknown preset {preset!r} for {benchmark}; allowed: {allowed}")

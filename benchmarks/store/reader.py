@@ -63,26 +63,28 @@ class StoreUnreachable(ConfigError):
     """The tracking store cannot be reached or opened (reported in one line, exit 2)."""
 
 
-#: The first bytes of every SQLite database file.
-_SQLITE_HEADER = b"SQLite format 3\x00"
-
-
 def check_sqlite_store(db: Path, writing: bool) -> None:
     """Refuse, in one line and at once, a SQLite store that cannot be opened: the path is a
     folder, the file is not a SQLite database, or (``writing``) a new store would go into a
-    folder that cannot be written. (Such a store is no outage: retrying cannot help.)"""
+    folder that cannot be written. (Such a store is no outage: retrying cannot help.)
+
+    The file is only ever opened through SQLite: a plain ``open()`` and ``close()`` of a
+    database file drops every POSIX lock this process holds on it (SQLite's own
+    connections keep track of that), and another connection's write could then corrupt it.
+    """
     uri = f"sqlite:///{db}"
     if db.is_dir():
         raise StoreUnreachable(f"store {uri}: {db} is a folder, not a SQLite file (name a file "
                                f"in it, e.g. sqlite:///{db / 'mlflow.db'})")  # fmt: skip
     if db.exists():
+        connection = sqlite3.connect(f"{db.as_uri()}?mode=ro", uri=True, timeout=30)
         try:
-            with db.open("rb") as handle:
-                header = handle.read(len(_SQLITE_HEADER))
-        except OSError as err:
-            raise StoreUnreachable(f"store {uri} cannot be read: {err.strerror}") from None
-        if header and header != _SQLITE_HEADER:
-            raise StoreUnreachable(f"store {uri}: {db} is not a SQLite database")
+            connection.execute("PRAGMA schema_version").fetchone()
+        except sqlite3.DatabaseError as err:
+            if "not a database" in str(err):
+                raise StoreUnreachable(f"store {uri}: {db} is not a SQLite database") from None
+        finally:
+            connection.close()
         return
     if writing:
         folder = db.parent
@@ -187,7 +189,7 @@ class SqliteReader:
         rolling it back needs a writable connection, which SQLite then does by itself."""
         if not self.db.exists():
             return None
-        check_sqlite_store(self.db, writing=False)
+        check_sqlite_store(self.db, writing=False)  # through SQLite only: no lock is lost
         connection = sqlite3.connect(f"{self.db.as_uri()}?mode=ro", uri=True, timeout=30)
         try:
             connection.execute("SELECT count(*) FROM experiments").fetchone()
