@@ -427,3 +427,19 @@ def test_a_grid_key_given_twice_is_refused_and_per_method_settings_reach_their_c
                      "set: {inner_steps: 3}\n")  # fmt: skip
     with pytest.raises(ConfigError, match=r", set, for method lsa: unknown setting"):
         plan_cells(spec_from_file(sweep))
+
+
+def test_the_sweep_file_format_is_documented_key_by_key(tmp_path):
+    from benchmarks.sweeps.sweep import SWEEP_KEYS, SweepFile
+
+    doc = (ROOT / "docs" / "running.md").read_text()
+    section = doc[doc.index("### Sweep files"):]
+    assert set(SWEEP_KEYS) == set(SweepFile.model_fields)
+    for key in SweepFile.model_fields:
+        assert f"`{key}`" in section, key
+    example = tmp_path / "example.yaml"
+    example.write_text(re.search(r"```yaml\n(.*?)```", section, flags=re.S).group(1))
+    spec = spec_from_file(example)
+    assert dict(spec.method_settings) == {"metasgd": (("modulation_lr", "0.003"),)}
+    assert len(spec.cells()) == 2 * 2 * 3
+    plan_cells(spec)  # and every cell of it is a valid run
