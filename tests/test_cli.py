@@ -352,3 +352,24 @@ def test_a_first_run_on_a_fresh_machine_prints_only_ours(run_cli, tmp_path):
     assert result.stdout.startswith("maml on sinusoid-5shot seed 0")
     for noise in ("fontManager", "font cache", "Creating initial MLflow", "alembic"):
         assert noise not in result.stdout
+
+
+def test_output_paths_and_run_ids_of_the_wrong_kind_are_one_line_and_exit_2(
+    store, tmp_path, capsys
+):
+    from tests.helpers import fake_run
+
+    fake_run(store, "maml", 0, {"final/test_loss": 0.5})
+    (tmp_path / "a-file").write_text("x")
+    capsys.readouterr()
+    cases = [
+        (["leaderboard", "--output", str(tmp_path / "missing" / "b.csv")], "does not exist"),
+        (["leaderboard", "--output", str(tmp_path)], "is a folder; name a file in it"),
+        (["report", "--output", str(tmp_path / "a-file")], "is a file; the report needs a"),
+        (["runs", "--benchmark", "sinusoid-5sht"], "unknown benchmark 'sinusoid-5sht'"),
+    ]
+    for argv, message in cases:
+        assert main([*argv, "--tracking-uri", store]) == 2, argv
+        (line,) = capsys.readouterr().err.strip().splitlines()
+        assert message in line, line
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file", "store"]  # nothing new

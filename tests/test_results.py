@@ -166,6 +166,24 @@ def test_grouping_filters_and_other_versions(store, capsys):
     assert main(["leaderboard", "--tracking-uri", store, "--since", "yesterday"]) == 2
 
 
+def test_a_misspelt_grouping_or_filter_key_is_refused_and_a_bare_name_is_found(
+    store, capsys
+):
+    fake_run(store, "maml", 0, {"final/test_loss": 0.5}, inner_lr="0.01")
+    fake_run(store, "fomaml", 0, {"final/test_loss": 0.4}, inner_lr="0.05")
+    capsys.readouterr()
+    for flag, key in (("--group-by", "method.inner_lrr"), ("--param", "method.inner_lrr=0.01")):
+        assert main(["leaderboard", "--tracking-uri", store, flag, key]) == 2
+        (line,) = capsys.readouterr().err.strip().splitlines()
+        assert f"{flag} method.inner_lrr: no run recorded that setting; did you mean " \
+               "method.inner_lr," in line  # fmt: skip
+    # A bare name stands for the one recorded setting it names (as --set takes it).
+    by_lr = leaderboard_json(store, capsys, "--param", "inner_lr=0.05")
+    assert [r["method"] for r in by_lr["rows"]] == ["fomaml"]
+    pooled = leaderboard_json(store, capsys, "--group-by", "inner_lr")
+    assert sorted(r["method"] for r in pooled["rows"]) == ["fomaml", "maml"]
+
+
 def test_published_rows_stand_beside_ours_and_outside_our_statistics(store, capsys):
     from benchmarks.results.leaderboards import build_leaderboard
 

@@ -155,3 +155,15 @@ def test_online_runs_keep_the_pretraining_learners_under_their_phase():
     recorder = MemoryRecorder()
     PhaseRecorder(recorder, "pretrain").save_learner({"w": torch.ones(2)}, "best")
     assert list(recorder.learners) == ["pretrain_best"]
+
+
+def test_evaluating_a_sweeps_parent_run_is_one_line_and_exit_2(store, capsys):
+    from benchmarks.sweeps.sweep import SWEEP_TAG
+
+    assert main(["sweep", "--benchmark", "sinusoid-5shot", "--methods", "fomaml", "--seeds",
+                 "0", *TINY, "--tracking-uri", store]) == 0  # fmt: skip
+    (parent,) = [r for r in stored_runs(store) if SWEEP_TAG in r.data.tags]
+    capsys.readouterr()
+    assert main(["evaluate", parent.info.run_id, "--tracking-uri", store]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert "is no training run of a method (a sweep's parent run?)" in line

@@ -123,6 +123,23 @@ def _boards(args, reader, **options):
     return [leaderboard_from_store(reader, n, run_filter=run_filter, **options) for n in names]
 
 
+def _writable(output: str, kind: str) -> Path:
+    """Where ``--output`` may write a ``kind`` (``file`` or ``folder``): refused in one line
+    before anything is read when its folder does not exist or the path is the other kind."""
+    path = Path(output)
+    folder = path if kind == "folder" else path.parent
+    if kind == "file" and path.is_dir():
+        raise ResultsUsageError(f"--output {output} is a folder; name a file in it")
+    if kind == "folder" and path.exists() and not path.is_dir():
+        raise ResultsUsageError(f"--output {output} is a file; the report needs a folder")
+    parent = folder if kind == "file" else folder.parent
+    if not parent.is_dir():
+        raise ResultsUsageError(f"--output {output}: folder {parent} does not exist")
+    if not os.access(parent, os.W_OK):
+        raise ResultsUsageError(f"--output {output}: folder {parent} is not writable")
+    return path
+
+
 def cmd_leaderboard(args, console: Console) -> int:
     from benchmarks.results.formats import as_rich, render
     from benchmarks.store.reader import open_reader
@@ -130,6 +147,7 @@ def cmd_leaderboard(args, console: Console) -> int:
     group_by = tuple(k.strip() for k in args.group_by.split(",") if k.strip())
     if not group_by:
         raise ResultsUsageError("--group-by needs at least one key")
+    output = None if args.output is None else _writable(args.output, "file")
     boards = _boards(
         args,
         open_reader(args.tracking_uri),
@@ -150,7 +168,7 @@ def cmd_leaderboard(args, console: Console) -> int:
     if args.output is None:
         sys.stdout.write(text)
     else:
-        Path(args.output).write_text(text, encoding="utf-8")
+        output.write_text(text, encoding="utf-8")
         console.print(f"wrote {args.output}")
     return 0
 
@@ -166,9 +184,10 @@ def cmd_report(args, console: Console) -> int:
     from benchmarks.store.reader import open_reader
     from benchmarks.store.tracking import MlflowTracker
 
+    output = _writable(args.output, "folder")
     tracker = MlflowTracker(args.tracking_uri)
     boards = _boards(args, open_reader(tracker.uri, tracker.client))
-    path = write_report(tracker.client, boards, Path(args.output))
+    path = write_report(tracker.client, boards, output)
     console.print(f"report: {path.resolve()} ({len(boards)} benchmark(s))")
     return 0
 
@@ -261,6 +280,10 @@ def cmd_runs(args, console: Console) -> int:
     tracker = MlflowTracker(args.tracking_uri)
     reader = open_reader(tracker.uri, tracker.client)
     names = [args.benchmark] if args.benchmark else benchmarks_in_store(reader)
+    if args.benchmark and reader.experiment_id(args.benchmark) is None:
+        from benchmarks.catalog.installed import benchmark_spec
+
+        benchmark_spec(args.benchmark)  # an unknown name: one line, with suggestions
     table = Table(title="stale runs" if args.stale else "unfinished runs")
     for column in ("benchmark", "run", "name", "status", "last heartbeat"):
         # Run ids are copied into other commands: never wrapped.

@@ -13,6 +13,8 @@ The tracker is the only writer of results; this module only reads them.
 
 from __future__ import annotations
 
+import dataclasses
+import difflib
 import functools
 import json
 import logging
@@ -327,6 +329,25 @@ def _deduplicate(runs: list[RunRecord]) -> tuple[list[RunRecord], int]:
     return list(latest.values()), len(runs) - len(latest)
 
 
+def resolve_setting_key(key: str, recorded: Sequence[str], flag: str) -> str:
+    """``key`` as the runs recorded it: itself, or the one recorded ``section.key`` a bare
+    name stands for; else :class:`LeaderboardError` naming the flag and near matches."""
+    if key in recorded:
+        return key
+    qualified = [name for name in recorded if name.rpartition(".")[2] == key]
+    if len(qualified) == 1:
+        return qualified[0]
+    if len(qualified) > 1:
+        raise LeaderboardError(f"{flag} {key} is ambiguous; write one of {', '.join(qualified)}")
+    near = difflib.get_close_matches(key, recorded, n=3) or difflib.get_close_matches(
+        key, sorted({name.rpartition(".")[2] for name in recorded}), n=3
+    )
+    hint = f"; did you mean {', '.join(near)}?" if near else ""
+    allowed = f"{', '.join(GROUP_KEYS)} or " if flag == "--group-by" else ""
+    raise LeaderboardError(f"{flag} {key}: no run recorded that setting{hint} (allowed: "
+                           f"{allowed}a recorded setting such as method.inner_lr)")  # fmt: skip
+
+
 def ranking_direction(metric: str) -> bool:
     """True when higher is better; a metric without a declared direction cannot rank."""
     direction = metric_catalog.direction_of(metric)
@@ -396,6 +417,13 @@ def build_leaderboard(
     """
     declare_from_runs(records)
     run_filter = run_filter or RunFilter()
+    recorded = sorted({k for r in records if r.method != "?" for k in r.params})
+    if records:  # a key no run recorded would silently filter out or pool everything
+        run_filter = dataclasses.replace(run_filter, params={
+            resolve_setting_key(k, recorded, "--param"): v for k, v in run_filter.params.items()
+        })  # fmt: skip
+        group_by = tuple(k if k in GROUP_KEYS else resolve_setting_key(k, recorded, "--group-by")
+                         for k in group_by)  # fmt: skip
     excluded = {"FAILED": 0, "KILLED": 0, "RUNNING": 0, "STALE": 0}
     finished = []
     for run in records:

@@ -232,6 +232,9 @@ def open_evaluation(request: EvaluationRequest) -> StartedRun:
         source = tracker.client.get_run(request.run_id)
     except Exception:
         raise ConfigError(f"evaluate: no run {request.run_id!r} in {tracker.uri}") from None
+    if source.data.tags.get("mesabench.method") is None:  # a sweep's parent, say
+        raise ConfigError(f"evaluate: run {request.run_id} is no training run of a method "
+                          "(a sweep's parent run?); name one of its cells")  # fmt: skip
     if source.info.status != "FINISHED":
         raise ConfigError(f"evaluate: run {request.run_id} is {source.info.status}, not "
                           "FINISHED")  # fmt: skip
