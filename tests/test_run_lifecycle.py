@@ -24,6 +24,7 @@ from benchmarks.store.tracking import MlflowTracker
 from benchmarks.sweeps.sweep import check_ray_resources
 from tests.helpers import (
     CONTINUAL_TINY,
+    ROOT,
     TINY,
     complete_checkpoint,
     free_port,
@@ -439,3 +440,40 @@ def test_ctrl_c_while_waiting_for_a_claim_says_one_line_and_records_nothing(stor
     assert [r.info.run_id for r in stored_runs(store)] == [holder_run]  # no second run
     holder.finish("FINISHED")
     claim.release()
+
+
+def _started(command: list[str]) -> subprocess.Popen:
+    """A real run process, returned once it has printed its first progress line."""
+    process = subprocess.Popen(command, cwd=ROOT, env=python_env(), stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)  # fmt: skip
+    for line in process.stdout:
+        if line.startswith(("fomaml: ", "resuming")):
+            return process
+    raise AssertionError(process.communicate())
+
+
+@pytest.mark.slow  # a drill: real processes, a real store
+def test_one_writer_per_run_a_live_run_and_a_second_resume_are_refused(store, run_cli):
+    base = [sys.executable, "-m", "benchmarks", "run"]
+    first = _started([*base, "--method", "fomaml", "--set", "iterations=20000",
+                      "--set", "checkpoint_every=500", "--tracking-uri", store])  # fmt: skip
+    (live,) = stored_runs(store)
+    refused = run_cli("run", "--resume", live.info.run_id, "--tracking-uri", store)
+    assert refused.returncode == 2
+    assert f"cannot resume run {live.info.run_id}: it is still running" in refused.stderr
+    first.send_signal(signal.SIGINT)
+    assert first.wait(timeout=120) == 130
+    # Two resumes of the KILLED run at once: the second is refused, the first goes on.
+    resumed = _started([*base, "--resume", live.info.run_id, "--tracking-uri", store])
+    second = run_cli("run", "--resume", live.info.run_id, "--tracking-uri", store)
+    assert second.returncode == 2, second.stderr
+    assert f"cannot resume run {live.info.run_id}: " in second.stderr
+    assert "still running" in second.stderr or "its cell is" in second.stderr
+    resumed.send_signal(signal.SIGINT)
+    assert resumed.wait(timeout=120) == 130
+    (run,) = stored_runs(store)  # one run, written by one process at a time
+    assert run.info.status == "KILLED"
+    # Once nobody holds it, a resume goes on (and is let go at the end).
+    again = _started([*base, "--resume", live.info.run_id, "--tracking-uri", store])
+    again.send_signal(signal.SIGINT)
+    assert again.wait(timeout=120) == 130

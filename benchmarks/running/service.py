@@ -45,7 +45,7 @@ from benchmarks.running.execute import (
     record_data_files,
 )
 from benchmarks.store import claims
-from benchmarks.store.lifecycle import heartbeat_interval
+from benchmarks.store.lifecycle import heartbeat_interval, is_stale, last_heartbeat
 from benchmarks.store.tracking import MlflowTracker
 from mesabench_core import ConfigError
 from mesabench_datasets.data_root import using_data_root
@@ -206,6 +206,43 @@ def _reopen(request: RunRequest) -> StartedRun:
     if request.method or request.benchmark or request.settings or request.data_root:
         raise ConfigError("--resume takes no --method, --benchmark, --set or --data-root")
     tracker = MlflowTracker(request.tracking_uri)
+    claim = _claim_for_resume(tracker, request.resume)
+    try:
+        started = _reopened(tracker, request.resume)
+    except BaseException:
+        claim.release()
+        raise
+    started.claim = claim
+    return started
+
+
+def _claim_for_resume(tracker: MlflowTracker, run_id: str):
+    """One writer per run: the run's cell claimed for this process, or a refusal while the
+    run is alive (its process still beats) or another resume (or a sweep) holds the cell."""
+    try:
+        run = tracker.client.get_run(run_id)
+    except Exception:
+        raise ConfigError(f"cannot resume run {run_id!r}: no such run in {tracker.uri}") from None
+    tags = dict(run.data.tags)
+    if run.info.status == "RUNNING" and not is_stale("RUNNING", tags, run.info.start_time):
+        beat = last_heartbeat(tags)
+        age = "" if beat is None else f" (heartbeat {time.time() - beat:.0f} s ago)"
+        raise ConfigError(f"cannot resume run {run_id}: it is still running{age}; stop it "
+                          "first, or let it finish")  # fmt: skip
+    cell = (tags.get("mesabench.benchmark"), tags.get("mesabench.config_hash"),
+            tags.get("mesabench.seed"))  # fmt: skip
+    if None in cell:
+        raise ConfigError(f"cannot resume run {run_id}: it is no run of a method (a sweep's "
+                          "parent run?)")  # fmt: skip
+    got = claims.acquire(tracker.client, cell[0], cell[1], int(cell[2]))
+    if not isinstance(got, claims.Claim):
+        raise ConfigError(f"cannot resume run {run_id}: its cell is {got.describe()}")
+    got.hold(run_id)
+    return got
+
+
+def _reopened(tracker: MlflowTracker, run_id: str) -> StartedRun:
+    request = RunRequest(resume=run_id)
     try:
         body = tracker.reopen(request.resume)
     except Exception as err:  # unknown or FINISHED run id, missing config artifact
