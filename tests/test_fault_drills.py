@@ -436,3 +436,65 @@ def test_a_server_away_longer_than_the_patience_fails_the_run_in_one_line(store)
     (stored,) = reader.runs(reader.experiment_id("sinusoid-5shot"))
     time.sleep(6)  # heartbeats every second here: stale after five missed
     assert is_stale(stored.status, stored.tags, stored.start_ms)
+
+
+@pytest.mark.parametrize("warm", [False, True], ids=["cold", "warm"])
+def test_a_cell_paused_past_the_stale_limit_is_not_taken_over(store, warm):
+    """SIGSTOP (a suspended laptop, a swapping node, a debugger) is silence, not death: the
+    paused cell's process still exists here, so neither `runs --stale --mark-failed` nor a
+    second sweep of the same cell closes or repeats it; after SIGCONT it finishes, and the
+    cell has exactly one FINISHED run."""
+    first = _start(_sweep(store, seeds="0", workers=1))
+    (holder,) = _training_cells(store, 1)
+    (cell,) = [p for p in _processes_running(store)]
+    cell.suspend()
+    time.sleep(7)  # past 5 heartbeats of 1 s
+    assert is_stale("RUNNING", _only(store, holder).data.tags, holder.info.start_time)
+    swept = subprocess.run([sys.executable, "-m", "benchmarks", "runs", "--stale",
+                            "--mark-failed", "--tracking-uri", store],
+                           env=python_env(**ENV, COLUMNS="250"),
+                           capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert "its process is alive (paused?): not closed" in swept.stdout, swept.stdout
+    assert _only(store, holder).info.status == "RUNNING"
+    second = _start(_sweep(store, *(["--warm"] if warm else []), seeds="0", workers=1))
+    time.sleep(8)  # the second sweep sees a live holder and waits
+    assert second.poll() is None
+    cell.resume()
+    out_first, _ = first.communicate(timeout=400)
+    out_second, _ = second.communicate(timeout=400)
+    assert first.returncode == 0, out_first
+    assert second.returncode == 0, out_second
+    summary = _account("paused past the stale limit (SIGSTOP, SIGCONT)", store, 1)
+    _assert_clean(summary)
+    assert summary["runs_launched"] == 1 and summary["failed"] == 0, summary
+
+
+def _only(store, run):
+    client, _ = _all_runs(store)
+    return client.get_run(run.info.run_id)
+
+
+def test_a_run_closed_as_lost_while_paused_stays_closed(store):
+    """Where the pause cannot be seen (the process on another host), a run closed as lost
+    while silent never turns FINISHED afterwards: it keeps what it measured, says so in
+    one line and exits 1; the cell can then be run again."""
+    from benchmarks.store.lifecycle import mark_lost
+
+    run = _start([sys.executable, "-m", "benchmarks", "run", "--method", "fomaml", *CELL,
+                  "--tracking-uri", store])  # fmt: skip
+    (holder,) = _wait(lambda: [r for r in _cell_runs(store)[1] if "train/loss" in r.data.metrics],
+                      what="a training run")  # fmt: skip
+    process = psutil.Process(run.pid)
+    process.suspend()
+    client, _ = _all_runs(store)
+    mark_lost(client, holder.info.run_id, "lost: no heartbeat since (another host's view)")
+    process.resume()
+    out, _ = run.communicate(timeout=400)
+    assert run.returncode == 1, out
+    assert f"run {holder.info.run_id} was closed FAILED by another process while this one " \
+           "was silent" in out  # fmt: skip
+    after = client.get_run(holder.info.run_id)
+    assert after.info.status == "FAILED"
+    assert "final/test_loss" in after.data.metrics  # what it measured is kept
+    assert after.data.tags["mesabench.closed_while_running"] == "FINISHED after it was " \
+                                                              "closed FAILED"  # fmt: skip

@@ -271,7 +271,13 @@ def cmd_runs(args, console: Console) -> int:
     import time
 
     from benchmarks.results.leaderboards import benchmarks_in_store
-    from benchmarks.store.lifecycle import is_stale, last_heartbeat, lost_reason, mark_lost
+    from benchmarks.store.lifecycle import (
+        is_stale,
+        last_heartbeat,
+        lost_reason,
+        mark_lost,
+        process_alive,
+    )
     from benchmarks.store.reader import open_reader
     from benchmarks.store.tracking import MlflowTracker
 
@@ -305,7 +311,9 @@ def cmd_runs(args, console: Console) -> int:
             beat = last_heartbeat(tags)
             age = "never" if beat is None else f"{now - beat:.0f} s ago"
             status = "stale" if stale else "running"
-            if stale and args.mark_failed:
+            if stale and process_alive(tags):  # silent, but its process is here: paused
+                status = "stale, but its process is alive (paused?): not closed"
+            elif stale and args.mark_failed:
                 mark_lost(tracker.client, run.info.run_id, lost_reason(tags, run.info.start_time))
                 status, closed = "marked FAILED", closed + 1
             table.add_row(name, run.info.run_id, run.info.run_name or "", status, age)

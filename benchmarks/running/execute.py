@@ -14,6 +14,7 @@ from benchmarks.catalog.installed import benchmark_spec, method_entry
 from benchmarks.planning.plan import RunPlan
 from benchmarks.protocols import PROTOCOLS
 from benchmarks.protocols.recording import Recorder
+from benchmarks.store.tracking import RunClosedElsewhere
 from mesabench_core import ConfigError
 from mesabench_datasets.data_root import using_data_root
 from methods.api import Method
@@ -139,6 +140,15 @@ class RunFailed(Exception):
         self.run_id, self.reason = run_id, reason
 
 
+class RunClosedMeanwhile(RunFailed):
+    """Another process closed the run while this one was silent (paused past the stale
+    limit): it stays as that process closed it, its late results kept in it."""
+
+    def __init__(self, late: RunClosedElsewhere):
+        Exception.__init__(self, str(late))
+        self.run_id, self.reason = late.run_id, str(late)
+
+
 def execute_recorded(
     plan: RunPlan, tracker, progress=None, checkpoint=None, learner=None
 ) -> dict[str, float]:
@@ -156,11 +166,16 @@ def execute_recorded(
         final = execute(plan, tracker, progress=progress, checkpoint=checkpoint, learner=learner)
         tracker.finish("FINISHED")
         return final
+    except RunClosedElsewhere as late:
+        raise RunClosedMeanwhile(late) from None
     except (KeyboardInterrupt, SystemExit, BrokenPipeError) as err:
         if tracker.closed_as == "FINISHED":
             return _final_of(tracker)
         why = "interrupted" if isinstance(err, KeyboardInterrupt) else "output pipe closed"
-        tracker.finish("KILLED", error=why)
+        try:
+            tracker.finish("KILLED", error=why)
+        except RunClosedElsewhere as late:
+            raise RunClosedMeanwhile(late) from None
         raise RunInterrupted(tracker.run_id, why) from None
     except Exception as err:
         from benchmarks.store.reader import StoreUnreachable
@@ -171,6 +186,8 @@ def execute_recorded(
                 tracker.log_text(traceback.format_exc(), "error.txt")
             finally:
                 tracker.finish("FAILED", error=reason)
+        except RunClosedElsewhere as late:
+            raise RunClosedMeanwhile(late) from None
         except StoreUnreachable:  # the store itself is gone (a server away too long)
             raise RunFailed(tracker.run_id, str(err), closed=False) from err
         raise RunFailed(tracker.run_id, reason) from err

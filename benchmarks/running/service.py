@@ -45,7 +45,7 @@ from benchmarks.running.execute import (
     record_data_files,
 )
 from benchmarks.store import claims
-from benchmarks.store.lifecycle import heartbeat_interval, is_stale, last_heartbeat
+from benchmarks.store.lifecycle import heartbeat_interval, is_lost, last_heartbeat
 from benchmarks.store.tracking import MlflowTracker
 from mesabench_core import ConfigError
 from mesabench_datasets.data_root import using_data_root
@@ -224,7 +224,7 @@ def _claim_for_resume(tracker: MlflowTracker, run_id: str):
     except Exception:
         raise ConfigError(f"cannot resume run {run_id!r}: no such run in {tracker.uri}") from None
     tags = dict(run.data.tags)
-    if run.info.status == "RUNNING" and not is_stale("RUNNING", tags, run.info.start_time):
+    if run.info.status == "RUNNING" and not is_lost("RUNNING", tags, run.info.start_time):
         beat = last_heartbeat(tags)
         age = "" if beat is None else f" (heartbeat {time.time() - beat:.0f} s ago)"
         raise ConfigError(f"cannot resume run {run_id}: it is still running{age}; stop it "

@@ -20,7 +20,7 @@ import time
 import uuid
 from dataclasses import dataclass
 
-from benchmarks.store.lifecycle import STALE_BEATS, heartbeat_interval, is_stale, last_heartbeat
+from benchmarks.store.lifecycle import STALE_BEATS, heartbeat_interval, is_lost, last_heartbeat
 
 log = logging.getLogger("mesabench")
 
@@ -128,8 +128,8 @@ def _live_holder(client, experiment) -> Holder | None:
     except Exception:
         return None
     tags = dict(run.data.tags)
-    if run.info.status != "RUNNING" or is_stale(run.info.status, tags, run.info.start_time, now):
-        return None
+    if run.info.status != "RUNNING" or is_lost(run.info.status, tags, run.info.start_time, now):
+        return None  # ended, or silent with no process of this host behind it
     beat = last_heartbeat(tags)
     return Holder(run_id, None if beat is None else now - beat)
 

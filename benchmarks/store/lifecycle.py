@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -71,6 +72,54 @@ def is_stale(status: str, tags: Mapping[str, str], started_ms: int | None,
     if beat is None:
         beat = (started_ms or 0) / 1000
     return now - beat > STALE_BEATS * interval
+
+
+HOST_TAG = "mesabench.host"
+PID_TAG = "mesabench.pid"
+PROCESS_START_TAG = "mesabench.process_start"
+
+
+def _process_start(pid: int) -> str | None:
+    """When process ``pid`` started (Linux: clock ticks since boot), to tell it from a later
+    process that reuses its number; None where that cannot be read."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+        return fields[19]  # field 22 of stat(5), counted after the command name
+    except (OSError, IndexError):
+        return None
+
+
+def process_tags() -> dict[str, str]:
+    """Who runs this run: host, process id and its start, so that a silent run can be told
+    apart as paused (its process still exists) or dead."""
+    tags = {HOST_TAG: socket.gethostname(), PID_TAG: str(os.getpid())}
+    start = _process_start(os.getpid())
+    if start is not None:
+        tags[PROCESS_START_TAG] = start
+    return tags
+
+
+def process_alive(tags: Mapping[str, str]) -> bool:
+    """Whether the run's own process still exists on this host (stopped, swapping, under a
+    debugger: silent, not dead). False where that cannot be known from here (another host,
+    a run from before these tags): silence then stands for death, as before."""
+    if tags.get(HOST_TAG) != socket.gethostname():
+        return False
+    try:
+        pid = int(tags.get(PID_TAG, ""))
+    except ValueError:
+        return False
+    start = _process_start(pid)
+    if start is None:
+        return False
+    return tags.get(PROCESS_START_TAG) in (None, start)
+
+
+def is_lost(status: str, tags: Mapping[str, str], started_ms: int | None,
+            now: float | None = None) -> bool:  # fmt: skip
+    """Stale, and not a process of this host that is only paused: may be closed as lost."""
+    return is_stale(status, tags, started_ms, now) and not process_alive(tags)
 
 
 def lost_reason(tags: Mapping[str, str], started_ms: int | None) -> str:

@@ -37,7 +37,7 @@ import torch  # noqa: E402
 from mlflow.entities import Metric, Param, RunTag  # noqa: E402
 from mlflow.tracking import MlflowClient  # noqa: E402
 
-from benchmarks.store.lifecycle import Heartbeat, heartbeat_tags  # noqa: E402
+from benchmarks.store.lifecycle import Heartbeat, heartbeat_tags, process_tags  # noqa: E402
 from benchmarks.store.reader import (  # noqa: E402, F401  (re-exported: the store's URI rules)
     StoreUnreachable,
     check_sqlite_store,
@@ -116,6 +116,18 @@ _OUTAGE_SIGNS = (
 
 def server_patience() -> float:
     return float(os.environ.get("MESABENCH_SERVER_PATIENCE_S", SERVER_PATIENCE_SECONDS))
+
+
+class RunClosedElsewhere(RuntimeError):
+    """Another process closed this run while it was silent (paused past the stale limit)."""
+
+    def __init__(self, run_id: str, closed: str, status: str):
+        super().__init__(
+            f"run {run_id} was closed {closed} by another process while this one was silent "
+            f"(paused past the stale limit); it ended {status} here, and what it measured is "
+            "kept in the run, which stays closed: run the cell again for a result that counts"
+        )
+        self.run_id, self.closed, self.status = run_id, closed, status
 
 
 class ServerGone(StoreUnreachable):
@@ -337,6 +349,7 @@ class MlflowTracker:
             # Likewise the protocol's declared metrics (which way each is better).
             RECORDED_TAG: recorded(PROTOCOLS[spec.protocol_name].metrics),
             **heartbeat_tags(),
+            **process_tags(),
         }
         tags.update(source_tags())
         revision = git_revision()
@@ -429,6 +442,15 @@ class MlflowTracker:
         if self._heartbeat is not None:
             self._heartbeat.stop()
         self.flush()
+        closed = self.client.get_run(self.run_id).info.status
+        if closed != "RUNNING":
+            # Closed meanwhile by another process that found it silent (a pause past the
+            # stale limit): what was measured stays in the run, which keeps the status it
+            # was given, so that its cell never gets a second FINISHED run.
+            self.client.set_tag(self.run_id, "mesabench.closed_while_running",
+                                f"{status} after it was closed {closed}")  # fmt: skip
+            self.closed_as = closed
+            raise RunClosedElsewhere(self.run_id, closed, status)
         if error is not None:
             self.client.set_tag(self.run_id, "error", error[:5000])
         self.client.set_terminated(self.run_id, status=status)

@@ -401,7 +401,7 @@ def store_state(tracker, benchmark: str, keys: set[tuple[str, str, int]]) -> tup
     no heartbeat since T") the stale RUNNING runs of the cells in ``keys``, and returns the
     (method, config hash, seed) of every FINISHED run with the number of runs closed."""
     from benchmarks.results.leaderboards import read_runs
-    from benchmarks.store.lifecycle import lost_reason, mark_lost
+    from benchmarks.store.lifecycle import lost_reason, mark_lost, process_alive
     from benchmarks.store.reader import open_reader
 
     experiment = tracker.experiment_id(benchmark, create=False)
@@ -414,7 +414,7 @@ def store_state(tracker, benchmark: str, keys: set[tuple[str, str, int]]) -> tup
         key = (run.method, run.config_hash, run.seed)
         if run.status == "FINISHED":
             finished.add(key)
-        elif run.stale and key in keys:
+        elif run.stale and key in keys and not process_alive(run.tags):  # dead, not paused
             started_ms = int(run.start_time.timestamp() * 1000)
             mark_lost(tracker.client, run.run_id, lost_reason(run.tags, started_ms))
             closed += 1
