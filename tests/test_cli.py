@@ -373,3 +373,19 @@ def test_output_paths_and_run_ids_of_the_wrong_kind_are_one_line_and_exit_2(
         (line,) = capsys.readouterr().err.strip().splitlines()
         assert message in line, line
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file", "store"]  # nothing new
+
+
+def test_a_deleted_experiment_is_restored_and_an_ascii_terminal_fails_no_run(store, run_cli):
+    """The benchmark's experiment deleted in the MLflow UI: the next run restores it (with a
+    word) instead of failing; an ASCII-only output encoding prints "±" as "?"."""
+    assert run_cli("run", "--method", "fomaml", *TINY, "--tracking-uri", store).returncode == 0
+    client = MlflowClient(store)
+    client.delete_experiment(client.get_experiment_by_name("sinusoid-5shot").experiment_id)
+    again = run_cli("run", "--method", "fomaml", *TINY, "--seed", "1", "--tracking-uri", store,
+                    PYTHONIOENCODING="ascii")  # fmt: skip
+    assert again.returncode == 0, again.stderr
+    assert "experiment 'sinusoid-5shot' had been deleted" in again.stderr
+    assert "final/test_loss" in again.stdout and "?" in again.stdout and "±" not in again.stdout
+    experiment = client.get_experiment_by_name("sinusoid-5shot")
+    assert experiment.lifecycle_stage == "active"
+    assert len(stored_runs(store)) == 2  # the earlier run is back beside the new one

@@ -94,6 +94,9 @@ class WatchedOutput(io.TextIOBase):
                 self.stream.write(text)
             except BrokenPipeError:
                 self._closed()
+            except UnicodeEncodeError:  # an ASCII-only terminal: "±" as "?", never a failure
+                encoding = self.encoding or "ascii"
+                self.write(text.encode(encoding, "replace").decode(encoding))
         return len(text)
 
     def flush(self) -> None:

@@ -303,6 +303,12 @@ class MlflowTracker:
     # -- experiments and runs -----------------------------------------------------------
     def experiment_id(self, benchmark: str, create: bool = True) -> str | None:
         experiment = self.client.get_experiment_by_name(benchmark)
+        if experiment is not None and experiment.lifecycle_stage == "deleted" and create:
+            # Deleted in the MLflow UI: its runs are still in the store. Restored, with a word,
+            # rather than failing every new run of the benchmark.
+            self.client.restore_experiment(experiment.experiment_id)
+            log.warning("experiment %r had been deleted (in the MLflow UI?); restored it, "
+                        "with its earlier runs", benchmark)  # fmt: skip
         if experiment is not None:
             return experiment.experiment_id
         if not create:
