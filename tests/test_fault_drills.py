@@ -467,6 +467,10 @@ def test_a_cell_paused_past_the_stale_limit_is_not_taken_over(store, warm):
     summary = _account("paused past the stale limit (SIGSTOP, SIGCONT)", store, 1)
     _assert_clean(summary)
     assert summary["runs_launched"] == 1 and summary["failed"] == 0, summary
+    # Training time leaves out the 15 s or more the process was stopped.
+    done = _only(store, holder)
+    wall = (done.info.end_time - done.info.start_time) / 1000
+    assert done.data.metrics["final/train_time_s"] < wall - 12, (wall, done.data.metrics)
 
 
 def _only(store, run):

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import copy
 import math
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -100,16 +101,24 @@ class RunState:
     #: The protocol's own progress (curves, accuracy matrix, best weights, ...).
     progress: dict[str, Any] = field(default_factory=dict)
     _began: float | None = None
+    _pauses: PauseWatch | None = field(default=None, repr=False, compare=False)
 
     def start_clock(self) -> None:
+        self._pauses = PauseWatch().start()
         self._began = time.perf_counter() - self.elapsed
 
     def seconds(self) -> float:
-        """Training seconds up to now."""
-        return time.perf_counter() - self._began if self._began is not None else self.elapsed
+        """Training seconds up to now, less the time the process was stopped."""
+        if self._began is None:
+            return self.elapsed
+        paused = self._pauses.paused_s if self._pauses is not None else 0.0
+        return time.perf_counter() - self._began - paused
 
     def stop_clock(self) -> None:
-        self.elapsed, self._began = self.seconds(), None
+        self.elapsed = self.seconds()
+        if self._pauses is not None:
+            self._pauses.stop()
+        self._began, self._pauses = None, None
 
     @contextmanager
     def untimed(self) -> Iterator[None]:
@@ -121,6 +130,36 @@ class RunState:
         finally:
             if running:
                 self.start_clock()
+
+
+class PauseWatch:
+    """Time the process spent stopped (SIGSTOP, a suspended machine): a thread that wakes
+    every :attr:`TICK` seconds counts any longer gap beyond :attr:`SLACK` as paused, since a
+    stopped process cannot say when it stopped. (A busy machine delays a wake-up by far
+    less than the slack.)"""
+
+    TICK, SLACK = 0.25, 2.0
+
+    def __init__(self) -> None:
+        self.paused_s = 0.0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="mesabench-pauses", daemon=True)
+
+    def start(self) -> PauseWatch:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+    def _watch(self) -> None:
+        last = time.perf_counter()
+        while not self._stop.wait(self.TICK):
+            now = time.perf_counter()
+            if now - last > self.TICK + self.SLACK:
+                self.paused_s += now - last - self.TICK
+            last = now
 
 
 class Protocol:
