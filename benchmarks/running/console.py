@@ -156,7 +156,10 @@ class TrainingProgress:
             self._progress.stop()
 
     def __call__(self, done: int, metrics: dict[str, float]) -> None:
-        if getattr(self._progress.console.file, "reader_gone", False):
+        # A bar drawn while training stops the run when its reader goes (KILLED, resumable);
+        # plain progress lines into a pipe that closed (``| head -1``) are only dropped: the
+        # run goes on, and says at its end that it FINISHED and is recorded.
+        if not self._plain and getattr(self._progress.console.file, "reader_gone", False):
             raise BrokenPipeError("the output pipe was closed")
         loss = metrics.get("loss")
         shown = "-" if loss is None else f"{loss:.4f}"
