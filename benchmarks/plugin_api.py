@@ -34,6 +34,7 @@ from methods.losses import per_task_accuracy, per_task_loss, task_loss
 from methods.modulation import FixedRate, GradientModulation, LearnedRates, ModulationSettings
 from methods.networks import build_network, check_network
 from methods.registry import MethodEntry
+from methods.replay import ReservoirBuffer
 
 __all__ = [
     "API_VERSION",
@@ -59,6 +60,7 @@ __all__ = [
     "OnlineMethod",
     "Problem",
     "ReferenceRow",
+    "ReservoirBuffer",
     "TaskBatch",
     "TaskSource",
     "build_network",

@@ -253,3 +253,26 @@ def test_a_plugin_field_shadowing_the_suites_settings_is_refused_at_registration
                and "'shots' is a task setting of benchmark" in line for line in lines), lines
     # Refused alone: the guide's method from the same site is listed and still runs.
     assert "reptile" in listed.stdout and "seeded" not in listed.stdout
+
+
+def test_the_continual_guide_example_is_shown_exactly_installs_and_runs(tmp_path, run_cli):
+    from tests.helpers import CONTINUAL_TINY
+    from tests.image_fixtures import write_mnist
+
+    package = PLUGIN_PACKAGES / "my_continual"
+    assert (package / "my_continual.py").read_text() in _blocks("python")
+    env = {"PYTHONPATH": str(install_plugin_package("my_continual", tmp_path))}
+    store = f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}"
+    data = write_mnist(tmp_path / "data").parent
+    done = run_cli("run", "--method", "online_ewc", "--benchmark", "mnist-rotations",
+                   *CONTINUAL_TINY, "--data-root", str(data), "--tracking-uri", store,
+                   **env)  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    client = MlflowClient(store)
+    (run,) = client.search_runs([client.get_experiment_by_name("mnist-rotations").experiment_id])
+    assert run.info.status == "FINISHED"
+    assert run.data.tags["mesabench.method_source"] == "my-continual 0.1"
+    # Scored by the protocol: retained accuracy, the mean of the accuracy matrix's last row.
+    matrix = client.download_artifacts(run.info.run_id, "accuracy_matrix.csv", str(tmp_path))
+    last = Path(matrix).read_text().strip().splitlines()[-1].split(",")[1:]
+    assert run.data.metrics["final/ra"] == pytest.approx(sum(map(float, last)) / len(last))
