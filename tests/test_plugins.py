@@ -276,3 +276,21 @@ def test_the_continual_guide_example_is_shown_exactly_installs_and_runs(tmp_path
     matrix = client.download_artifacts(run.info.run_id, "accuracy_matrix.csv", str(tmp_path))
     last = Path(matrix).read_text().strip().splitlines()[-1].split(",")[1:]
     assert run.data.metrics["final/ra"] == pytest.approx(sum(map(float, last)) / len(last))
+
+
+def test_the_in_context_guide_example_is_shown_exactly_installs_and_learns(tmp_path, run_cli):
+    package = PLUGIN_PACKAGES / "my_in_context"
+    assert (package / "my_in_context.py").read_text() in _blocks("python")
+    env = {"PYTHONPATH": str(install_plugin_package("my_in_context", tmp_path))}
+    store = f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}"
+    done = run_cli("run", "--method", "delta_rule", "--benchmark", "linreg-icl", "--set",
+                   "iterations=300", "--set", "test_tasks=2000", "--tracking-uri", store,
+                   **env)  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    client = MlflowClient(store)
+    (run,) = client.search_runs([client.get_experiment_by_name("linreg-icl").experiment_id])
+    assert run.data.tags["mesabench.method_source"] == "my-in-context 0.1"
+    # It learns in context: the zero predictor loses 0.5 d E[x^2] = 1.667 on U(-1, 1), d = 10.
+    assert run.data.metrics["final/test_loss"] < 0.8 * 1.667
+    refused = run_cli("run", "--method", "delta_rule", "--benchmark", "omniglot-5w1s", **env)
+    assert refused.returncode == 2 and "delta_rule needs flat regression" in refused.stderr
