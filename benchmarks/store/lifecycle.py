@@ -110,6 +110,8 @@ def process_alive(tags: Mapping[str, str]) -> bool:
         pid = int(tags.get(PID_TAG, ""))
     except ValueError:
         return False
+    if pid == os.getpid():  # ours: if its run went silent, nothing here drives it any more
+        return False
     start = _process_start(pid)
     if start is None:
         return False
