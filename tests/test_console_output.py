@@ -8,6 +8,8 @@ import signal
 import subprocess
 import sys
 
+import pytest
+
 from tests.helpers import ROOT, only_run, python_env
 
 
@@ -20,6 +22,7 @@ def test_progress_is_written_as_lines_when_the_output_is_not_a_terminal(store, r
     assert steps == list(range(10, 201, 10))  # every 5% of the run, to its end
 
 
+@pytest.mark.slow  # pip installs or real processes: with the long checks
 def test_a_resume_before_the_first_checkpoint_says_it_starts_over(store, run_cli):
     command = [sys.executable, "-m", "benchmarks", "run", "--method", "fomaml", "--set",
                "iterations=20000", "--set", "checkpoint_every=20000", "--tracking-uri",

@@ -132,6 +132,7 @@ def test_the_guide_shows_the_installed_modulation_exactly():
                for t in toml)  # fmt: skip
 
 
+@pytest.mark.slow  # pip installs or real processes: with the long checks
 def test_a_plugin_modulation_joins_through_its_entry_point_and_serves_two_families(
     tmp_path, store, run_cli
 ):

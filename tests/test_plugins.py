@@ -255,6 +255,7 @@ def test_a_plugin_field_shadowing_the_suites_settings_is_refused_at_registration
     assert "reptile" in listed.stdout and "seeded" not in listed.stdout
 
 
+@pytest.mark.slow  # pip installs or real processes: with the long checks
 def test_the_continual_guide_example_is_shown_exactly_installs_and_runs(tmp_path, run_cli):
     from tests.helpers import CONTINUAL_TINY
     from tests.image_fixtures import write_mnist
@@ -278,6 +279,7 @@ def test_the_continual_guide_example_is_shown_exactly_installs_and_runs(tmp_path
     assert run.data.metrics["final/ra"] == pytest.approx(sum(map(float, last)) / len(last))
 
 
+@pytest.mark.slow  # pip installs or real processes: with the long checks
 def test_the_in_context_guide_example_is_shown_exactly_installs_and_learns(tmp_path, run_cli):
     package = PLUGIN_PACKAGES / "my_in_context"
     assert (package / "my_in_context.py").read_text() in _blocks("python")
