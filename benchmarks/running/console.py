@@ -71,8 +71,9 @@ class WatchedOutput(io.TextIOBase):
     """The console's stdout, noting when its reader went away (``run ... | head -1``).
 
     Writing to a closed pipe never raises here, in whichever thread it happens (rich draws
-    the bar from a thread of its own); :class:`TrainingProgress` raises ``BrokenPipeError``
-    in the training loop at the next step instead, so the run ends KILLED every time.
+    the bar from a thread of its own). Where a bar is drawn, :class:`TrainingProgress`
+    raises ``BrokenPipeError`` in the training loop at the next step instead, so the run
+    ends KILLED every time; plain progress lines are dropped and the run goes on.
     """
 
     def __init__(self, stream):

@@ -21,7 +21,7 @@ import logging
 import sys
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from rich.console import Console
@@ -44,9 +44,10 @@ from benchmarks.running.execute import (
     prepare_data,
     record_data_files,
 )
+from benchmarks.running.request import EvaluationRequest, RunRequest
 from benchmarks.store import claims
 from benchmarks.store.lifecycle import heartbeat_interval, is_lost, last_heartbeat
-from benchmarks.store.tracking import MlflowTracker
+from benchmarks.store.tracking import MlflowTracker, RunClosedElsewhere
 from mesabench_core import ConfigError
 from mesabench_datasets.data_root import using_data_root
 from methods.registry import METHODS
@@ -54,73 +55,6 @@ from methods.registry import METHODS
 EXIT_OK, EXIT_FAILED, EXIT_ELSEWHERE = 0, 1, 3
 
 log = logging.getLogger("mesabench")
-
-
-@dataclass(frozen=True)
-class RunRequest:
-    """One run asked for: a new run of ``method`` on ``benchmark``, or (``resume``) the
-    continuation of a killed one. ``settings`` are ``key`` or ``section.key`` -> a
-    command-line string or a Python value. Plain data: it travels as JSON to a warm cell
-    and as a command line to a cold one."""
-
-    method: str | None = None
-    benchmark: str | None = None
-    seed: int = 0
-    settings: Mapping[str, Any] = field(default_factory=dict)
-    preset: str | None = None
-    device: str = "auto"
-    tracking_uri: str | None = None
-    data_root: str | None = None
-    #: A sweep's parent run: this run is recorded as its child.
-    parent: str | None = None
-    #: Claim the cell (config, seed) first: wait while another process runs it, do nothing
-    #: if it is FINISHED, take it over if its holder died. Sweeps run every cell this way.
-    exclusive: bool = False
-    #: Also log CPU, memory (and GPU) use every 10 s (MLflow's ``system/*``).
-    system_metrics: bool = False
-    #: Continue this killed run instead (no method, benchmark, settings or data root).
-    resume: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {**dataclasses.asdict(self), "settings": dict(self.settings)}
-
-    @classmethod
-    def from_dict(cls, body: Mapping[str, Any]) -> RunRequest:
-        return cls(**body)
-
-    def command(self) -> list[str]:
-        """The same request as ``python -m benchmarks`` arguments (a cold cell's)."""
-        argv = ["run"]
-        valued = [("--method", self.method), ("--benchmark", self.benchmark),
-                  ("--seed", None if self.resume else str(self.seed)),
-                  ("--tracking-uri", self.tracking_uri), ("--parent", self.parent),
-                  ("--device", self.device), ("--preset", self.preset),
-                  ("--data-root", self.data_root), ("--resume", self.resume)]  # fmt: skip
-        for flag, value in valued:
-            if value is not None:
-                argv += [flag, value]
-        switches = [("--exclusive", self.exclusive), ("--system-metrics", self.system_metrics)]
-        argv += [flag for flag, on in switches if on]
-        for key, value in self.settings.items():
-            argv += ["--set", f"{key}={value}"]
-        return argv
-
-
-@dataclass(frozen=True)
-class EvaluationRequest:
-    """Score the saved learner of finished training run ``run_id`` again, on its own
-    benchmark or another compatible one, into a new run that records where it came from."""
-
-    run_id: str
-    benchmark: str | None = None
-    #: ``best`` or ``final``; None: best where saved, else final.
-    learner: str | None = None
-    #: None: the training run's seed.
-    seed: int | None = None
-    settings: Mapping[str, Any] = field(default_factory=dict)
-    device: str = "auto"
-    tracking_uri: str | None = None
-    data_root: str | None = None
 
 
 @dataclass
@@ -212,13 +146,17 @@ def _reopen(request: RunRequest) -> StartedRun:
     except BaseException:
         claim.release()
         raise
+    # Held only now that the run is RUNNING again: a claim names a live run, or (before
+    # that) is fresh by its own time stamp, so no second resume can take it over between.
+    claim.hold(request.resume)
     started.claim = claim
     return started
 
 
 def _claim_for_resume(tracker: MlflowTracker, run_id: str):
-    """One writer per run: the run's cell claimed for this process, or a refusal while the
-    run is alive (its process still beats) or another resume (or a sweep) holds the cell."""
+    """One writer per run: the run's cell claimed for this process (not yet pointed at the
+    run), or a refusal while the run is alive (its process still beats or is paused here)
+    or another resume (or a sweep) holds the cell."""
     try:
         run = tracker.client.get_run(run_id)
     except Exception:
@@ -237,28 +175,26 @@ def _claim_for_resume(tracker: MlflowTracker, run_id: str):
     got = claims.acquire(tracker.client, cell[0], cell[1], int(cell[2]))
     if not isinstance(got, claims.Claim):
         raise ConfigError(f"cannot resume run {run_id}: its cell is {got.describe()}")
-    got.hold(run_id)
     return got
 
 
 def _reopened(tracker: MlflowTracker, run_id: str) -> StartedRun:
-    request = RunRequest(resume=run_id)
     try:
-        body = tracker.reopen(request.resume)
+        body = tracker.reopen(run_id)
     except Exception as err:  # unknown or FINISHED run id, missing config artifact
-        raise ConfigError(f"cannot resume run {request.resume!r}: {err}") from None
+        raise ConfigError(f"cannot resume run {run_id!r}: {err}") from None
     plan = plan_from_dict(body)
     prepare_data(plan)  # before the run is touched: a refusal leaves it as it was
     if plan.learner_from:  # an evaluation: score the saved learner again
         # The learner it scored: the one its start recorded.
-        wanted = tracker.client.get_run(request.resume).data.tags.get("mesabench.learner")
+        wanted = tracker.client.get_run(run_id).data.tags.get("mesabench.learner")
         _, learner = _saved_learner(tracker, plan.learner_from, wanted)
         tracker.resume()
-        return StartedRun(plan, tracker, request.resume, learner=learner, resumed=True)
+        return StartedRun(plan, tracker, run_id, learner=learner, resumed=True)
     checkpoint = tracker.load_checkpoint()
-    _check_resumable(request.resume, plan, checkpoint)  # before the run is touched
+    _check_resumable(run_id, plan, checkpoint)  # before the run is touched
     tracker.resume()
-    return StartedRun(plan, tracker, request.resume, checkpoint=checkpoint, resumed=True)
+    return StartedRun(plan, tracker, run_id, checkpoint=checkpoint, resumed=True)
 
 
 def open_evaluation(request: EvaluationRequest) -> StartedRun:
@@ -446,7 +382,11 @@ def run_to_end(started: StartedRun, console: Console) -> int:
             return EXIT_OK
         why = "interrupted" if isinstance(err, KeyboardInterrupt) else "output pipe closed"
         if tracker.closed_as is None:
-            tracker.finish("KILLED", error=why)
+            try:
+                tracker.finish("KILLED", error=why)
+            except RunClosedElsewhere as late:  # closed by another process meanwhile
+                sys.stderr.write(f"{late}\n")
+                return EXIT_FAILED
         sys.stderr.write(f"{why}: run {run_id} marked KILLED; resume with --resume {run_id}\n")
         return EXIT_KILLED
     except RunInterrupted as err:

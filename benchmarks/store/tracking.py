@@ -409,8 +409,10 @@ class MlflowTracker:
         return self._load_saved(run_id, f"{LEARNER_DIR}/{name}.pt")
 
     def resume(self) -> None:
-        """Mark the reopened run RUNNING again and start its heartbeat."""
+        """Mark the reopened run RUNNING again, record that this process now runs it (its
+        liveness is this process's from here on), and start its heartbeat."""
         self.client.update_run(self.run_id, status="RUNNING")
+        write_tags(self.client, self.run_id, process_tags())
         self._start_heartbeat()
 
     def load_checkpoint(self) -> dict[str, Any] | None:

@@ -50,7 +50,7 @@ from pydantic import (
 )
 
 from benchmarks.planning.config import BadInput, ConfigError, parse_pairs
-from benchmarks.running.service import RunRequest
+from benchmarks.running.request import RunRequest
 from benchmarks.store.claims import cell_runs
 from benchmarks.sweeps.warm_cells import Launcher, run_warm, worker_launcher
 from mesabench_datasets.data_root import resolve_data_root
@@ -764,7 +764,7 @@ def run_sweeps(
 
 def _start_sweep(spec: SweepSpec, hashes: dict[Cell, str], tracker, say) -> _Running:
     """Find what the store already holds, open (or re-open) the parent run."""
-    from benchmarks.store.lifecycle import Heartbeat
+    from benchmarks.store.lifecycle import Heartbeat, process_tags
     from benchmarks.store.tracking import write_tags
 
     result = SweepResult()
@@ -777,6 +777,7 @@ def _start_sweep(spec: SweepSpec, hashes: dict[Cell, str], tracker, say) -> _Run
         else:
             todo.append(cell)
     parent = parent_run(tracker, spec)
+    write_tags(tracker.client, parent, process_tags())  # this driver runs it now (paused != dead)
     heartbeat = Heartbeat(lambda tags: write_tags(tracker.client, parent, tags)).start()
     lost = f", {result.lost} lost run(s) closed as FAILED" if result.lost else ""
     say(f"sweep {spec.sweep_id()}: {len(todo)} to run, {len(result.skipped)} already "
