@@ -125,12 +125,21 @@ def test_diverged_rows_are_listed_with_their_fraction_never_ranked(store, capsys
     assert isinstance(maml["train_time_s"], float) and maml["train_time_s"] == 12.5
 
 
-def test_settings_that_differ_between_methods_are_shown(store, capsys):
+def test_a_budget_that_differs_between_methods_is_shown_and_never_ranked_together(
+    store, capsys
+):
     fake_run(store, "maml", 0, {"final/test_loss": 0.5}, iterations="40")
     fake_run(store, "fomaml", 0, {"final/test_loss": 0.6}, iterations="20")
     board = leaderboard_json(store, capsys)
-    labels = {r["method"]: r["config"] for r in board["rows"] if r["rank"]}
-    assert labels == {"maml": "iterations=40", "fomaml": "iterations=20"}
+    # Neither is the benchmark's default budget and each has one cell: the newest ranks.
+    (ranked,) = [r for r in board["rows"] if r["rank"]]
+    (apart,) = [r for r in board["rows"] if r["status"] == "other settings"]
+    assert ranked["method"] == "fomaml" and apart["method"] == "maml" and apart["rank"] is None
+    assert apart["other_setting"] == {"protocol.iterations": {"this_row": "40", "ranked": "20"}}
+    assert apart["config"] == "iterations=40 (ranked: 20)"
+    # Either budget ranks on its own when asked for.
+    (only,) = leaderboard_json(store, capsys, "--param", "iterations=40")["rows"]
+    assert only["method"] == "maml" and only["rank"] == 1
 
 
 def test_the_same_seed_draws_the_same_test_tasks_for_every_method(store, tmp_path):

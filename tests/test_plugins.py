@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 from pathlib import Path
@@ -103,6 +104,11 @@ def test_the_guides_method_runs_through_list_show_run_resume_and_leaderboard(
     (run,) = client.search_runs([experiment])
     assert run.info.status == "FINISHED"
     assert run.data.tags["mesabench.method_source"] == "my-methods 0.1"
+    # Which code ran, not only the version: SHA-256 over the installed module (a top-level
+    # module: its own file), recomputed here from the installed bytes.
+    installed = Path(str(plugin_site).split(os.pathsep)[0]) / "my_methods.py"
+    digest = hashlib.sha256(b"my_methods.py\0" + installed.read_bytes()).hexdigest()[:16]
+    assert run.data.tags["mesabench.method_code"] == digest
     assert run.data.params["method.inner_lr"] == "0.02"
     # Counted without any help from the plugin: the MLP 1-40-40-1 has 1761 weights.
     assert run.data.metrics["final/num_params"] == 1761.0

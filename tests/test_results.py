@@ -153,7 +153,12 @@ def test_grouping_filters_and_other_versions(store, capsys):
 
     merged = leaderboard_json(store, capsys, "--group-by", "method")
     maml = next(r for r in merged["rows"] if r["method"] == "maml")
-    assert maml["n"] == 3 and maml["stats"]["final/test_loss"]["mean"] == pytest.approx(0.5)
+    # Three runs but two seeds: n counts seeds, each seed's runs averaged first (seed 0:
+    # (0.5 + 0.3) / 2, seed 1: 0.7), so pooling never inflates n or narrows the interval.
+    assert maml["n"] == 2 and maml["seeds"] == [0, 1]
+    cells = maml["stats"]["final/test_loss"]
+    assert cells["n"] == 2 and cells["mean"] == pytest.approx((0.4 + 0.7) / 2)
+    assert cells["std"] == pytest.approx(statistics.stdev([0.4, 0.7]))
     # Pooling different settings is said, with the values pooled.
     assert maml["pooled"] == {"method.inner_lr": ["0.01", "0.05"]}
     assert "pooled inner_lr=0.01/0.05" in maml["config"]

@@ -17,10 +17,14 @@ reported with its name and the reason; every other method still works.
 from __future__ import annotations
 
 import dataclasses
+import functools
+import hashlib
 import inspect
 import os
+import sys
 from collections.abc import Callable
 from importlib.metadata import EntryPoint, entry_points
+from pathlib import Path
 
 from benchmarks.catalog.specs import BENCHMARKS, BenchmarkSpec, register_benchmark
 from benchmarks.protocols import PROTOCOLS
@@ -161,6 +165,27 @@ def load_plugins() -> list[str]:
     _load_group(BENCHMARK_GROUP, "benchmark", add_benchmark)
     _load_group(MODULATION_GROUP, "gradient modulation", add_modulation)
     return PLUGIN_ERRORS
+
+
+@functools.cache
+def code_digest(cls: type) -> str:
+    """SHA-256 (16 hex digits) of the Python source of the package that defines ``cls``:
+    every ``.py`` file under its top-level package, by relative path (the module's own
+    file for a top-level module). A plugin's runs record it, so that rows of runs made with
+    different code under one distribution version are never pooled."""
+    top = sys.modules.get(cls.__module__.split(".")[0])
+    folders = [Path(p) for p in getattr(top, "__path__", [])]
+    if folders:
+        files = [(f.relative_to(folder), f) for folder in folders
+                 for f in sorted(folder.rglob("*.py"))]  # fmt: skip
+    else:
+        path = Path(inspect.getsourcefile(cls) or "")
+        files = [(Path(path.name), path)] if path.is_file() else []
+    digest = hashlib.sha256()
+    for name, path in sorted(files):
+        digest.update(f"{name.as_posix()}\0".encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
 
 
 def method_entry(name: str) -> MethodEntry:

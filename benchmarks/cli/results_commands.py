@@ -182,12 +182,12 @@ def _plain(table: Table) -> str:
 def cmd_report(args, console: Console) -> int:
     from benchmarks.results.report import write_report
     from benchmarks.store.reader import open_reader
-    from benchmarks.store.tracking import MlflowTracker
+    from benchmarks.store.tracking import open_for_reading
 
     output = _writable(args.output, "folder")
-    tracker = MlflowTracker(args.tracking_uri)
-    boards = _boards(args, open_reader(tracker.uri, tracker.client))
-    path = write_report(tracker.client, boards, output)
+    client = open_for_reading(args.tracking_uri)  # a read-only store is read as it is
+    boards = _boards(args, open_reader(args.tracking_uri, client))
+    path = write_report(client, boards, output)
     console.print(f"report: {path.resolve()} ({len(boards)} benchmark(s))")
     return 0
 
@@ -279,12 +279,13 @@ def cmd_runs(args, console: Console) -> int:
         process_alive,
     )
     from benchmarks.store.reader import open_reader
-    from benchmarks.store.tracking import MlflowTracker
+    from benchmarks.store.tracking import open_for_reading, open_store
 
     if args.mark_failed and not args.stale:
         raise ResultsUsageError("--mark-failed needs --stale (it closes only lost runs)")
-    tracker = MlflowTracker(args.tracking_uri)
-    reader = open_reader(tracker.uri, tracker.client)
+    # Listing only reads (a read-only store included); --mark-failed writes.
+    client = (open_store if args.mark_failed else open_for_reading)(args.tracking_uri)
+    reader = open_reader(args.tracking_uri, client)
     names = [args.benchmark] if args.benchmark else benchmarks_in_store(reader)
     if args.benchmark and reader.experiment_id(args.benchmark) is None:
         from benchmarks.catalog.installed import benchmark_spec
@@ -297,10 +298,10 @@ def cmd_runs(args, console: Console) -> int:
     found = closed = 0
     now = time.time()
     for name in names:
-        experiment = tracker.experiment_id(name, create=False)
+        experiment = reader.experiment_id(name)
         if experiment is None:
             continue
-        for run in tracker.client.search_runs(
+        for run in client.search_runs(
             [experiment], filter_string="attributes.status = 'RUNNING'", max_results=5000
         ):
             tags = dict(run.data.tags)
@@ -314,7 +315,7 @@ def cmd_runs(args, console: Console) -> int:
             if stale and process_alive(tags):  # silent, but its process is here: paused
                 status = "stale, but its process is alive (paused?): not closed"
             elif stale and args.mark_failed:
-                mark_lost(tracker.client, run.info.run_id, lost_reason(tags, run.info.start_time))
+                mark_lost(client, run.info.run_id, lost_reason(tags, run.info.start_time))
                 status, closed = "marked FAILED", closed + 1
             table.add_row(name, run.info.run_id, run.info.run_name or "", status, age)
     console.print(table)

@@ -26,7 +26,7 @@ from mesabench_core import __version__
 
 FORMATS = ("table", "markdown", "csv", "json", "html")
 #: Version of the JSON layout (docs/leaderboard-json.md).
-JSON_SCHEMA = 2
+JSON_SCHEMA = 3
 
 
 def _short(metric: str) -> str:
@@ -87,6 +87,10 @@ def row_cells(board: Leaderboard) -> list[dict[str, Any]]:
                 "stats": {m: _metric_cells(row, m) for m in board.columns},
                 "versus_baseline": _paired(row, board),
                 "pooled": row.pooled,
+                "other_setting": {
+                    k: {"this_row": mine, "ranked": ranked}
+                    for k, (mine, ranked) in row.other_setting.items()
+                },
                 "train_time_s": None if ref else _finite(time_mean),
                 "num_params": None if ref or params_mean is None else int(round(params_mean)),
                 "reference": None if ref is None else {
@@ -185,6 +189,11 @@ def caption(board: Leaderboard) -> str:
         parts.append(f"not ranked: {skipped}")
     if board.unranked:
         parts.append(f"{len(board.unranked)} row(s) listed unranked (diverged or missing)")
+    if board.elsewhere:
+        keys = sorted({k for row in board.elsewhere for k in row.other_setting if k != "kind"})
+        hint = f" (--param {keys[0]}=VALUE ranks another)" if keys else ""
+        parts.append(f"{len(board.elsewhere)} row(s) of other task or protocol settings, or "
+                     f"evaluations, listed apart and not ranked with the above{hint}")  # fmt: skip
     if board.duplicates_dropped:
         parts.append(
             f"{board.duplicates_dropped} repeated run(s) of one (config, seed) dropped "

@@ -1,14 +1,25 @@
 """Leaderboards read back from MLflow: final metrics per configuration, statistics over seeds.
 
+A ranked board holds only runs of one task and protocol setting (every ``task.*`` and
+``protocol.*`` param equal) and of one kind (training runs, or evaluations of learners
+trained on one benchmark): method settings may differ between its rows, and are shown. The
+runs of any other setting are listed apart, unranked, each row saying what differs;
+``--param`` picks the setting to rank. Which setting a board ranks, when several are in the
+store: the benchmark's own defaults where runs have them, else the setting with the most
+(method, seed) cells.
+
 Runs that differ only by seed (same ``mesabench.config_hash``) form one row unless
-``group_by`` says otherwise; a row that pools different settings says which. Each
-(configuration, seed) counts once: of repeated FINISHED runs the latest is kept and the
-others are counted as dropped. Only FINISHED runs are ranked; failed, killed, running and
-stale ones (RUNNING without a heartbeat) are counted. A row whose ranked metric diverged is
-listed with its diverged fraction, never ranked. Reference rows sit beside ours only when
-their declared settings match; otherwise they are listed apart with what differs. The
-ranking direction comes from :mod:`benchmarks.metrics.catalog`, never from a metric's name.
-The tracker is the only writer of results; this module only reads them.
+``group_by`` says otherwise; a row that pools different settings says which, and counts
+each seed once (a seed's runs are averaged). Runs of a plugin method whose code differs
+(``mesabench.method_code``) are never pooled into one row. Each (configuration, seed)
+counts once: of repeated FINISHED runs the latest is kept and the others are counted as
+dropped. Only FINISHED runs are ranked; failed, killed, running and stale ones (RUNNING
+without a heartbeat) are counted. A row whose ranked metric diverged is listed with its
+diverged fraction, never ranked. Each reference row sits beside ours when the settings it
+declares match the board's (its method settings against our rows of its method); otherwise
+it is listed apart with what differs. The ranking direction comes from
+:mod:`benchmarks.metrics.catalog`, never from a metric's name. The tracker is the only
+writer of results; this module only reads them.
 """
 
 from __future__ import annotations
@@ -36,6 +47,12 @@ log = logging.getLogger("mesabench")
 GROUP_KEYS = ("method", "config_hash", "version")
 #: Keys that never distinguish configurations.
 _NOT_CONFIG = {"seed", "device", "method_name", "benchmark"}
+#: The run params a ranked board holds equal: the task's and the protocol's settings.
+COMPARED_SECTIONS = ("task.", "protocol.")
+#: Tags the tracker writes at a run's start (benchmarks.store.tracking): whether its task
+#: and protocol settings are the benchmark's own defaults, and a plugin method's code digest.
+DEFAULTS_TAG = "mesabench.default_settings"
+CODE_TAG = "mesabench.method_code"
 
 
 class LeaderboardError(ConfigError):
@@ -68,6 +85,26 @@ class RunRecord:
             return self.version
         return self.params.get(key, "-")
 
+    @property
+    def evaluation(self) -> bool:
+        """Whether the run scores a saved learner (``evaluate``) rather than training one."""
+        return "evaluation.learner_from" in self.params
+
+    @property
+    def code(self) -> str:
+        """A plugin method's code digest ('' for built-ins and runs recorded before it)."""
+        return self.tags.get(CODE_TAG, "")
+
+    @functools.cached_property
+    def setting(self) -> tuple[tuple[str, str], ...]:
+        """What a ranked board holds equal: the run's kind (training, or evaluation of a
+        learner trained on some benchmark) and every task and protocol setting."""
+        kind = ("kind", f"evaluation of a learner trained on "
+                        f"{self.tags.get('mesabench.trained_on', '?')}"
+                if self.evaluation else "training")  # fmt: skip
+        compared = sorted((k, v) for k, v in self.params.items() if k.startswith(COMPARED_SECTIONS))
+        return (kind, *compared)
+
 
 @dataclass(frozen=True)
 class RunFilter:
@@ -97,17 +134,22 @@ class LeaderboardRow:
     settings_differ: dict[str, tuple[str, str]] = field(default_factory=dict)
     #: Settings whose values differ between the runs this row pools: key -> values.
     pooled: dict[str, list[str]] = field(default_factory=dict)
+    #: For a row of runs of another task or protocol setting than the ranked ones (listed
+    #: apart): key -> (this row's value, the ranked rows' value).
+    other_setting: dict[str, tuple[str, str]] = field(default_factory=dict)
     #: The paired comparison with the baseline row (``--baseline``), if asked for.
     versus_baseline: PairedTest | None = None
     #: Where the board placed the row: ``ranked``, ``reference`` (ranked beside ours),
-    #: ``diverged`` or ``missing`` (listed unranked), ``reference, settings differ``.
+    #: ``diverged`` or ``missing`` (listed unranked), ``other settings`` (runs of another
+    #: task or protocol setting, listed apart), ``reference, settings differ``.
     status: str = "ranked"
     #: Statistics already computed, per metric (a row's runs are fixed once it is built).
     _stats: dict[str, SeedStats] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def seeds(self) -> list[int]:
-        return sorted(r.seed for r in self.runs)
+        """The row's distinct seeds."""
+        return sorted({r.seed for r in self.runs})
 
     @property
     def is_reference(self) -> bool:
@@ -123,12 +165,13 @@ class LeaderboardRow:
         return {seed: sum(v) / len(v) for seed, v in grouped.items()}
 
     def values(self, metric: str) -> list[float]:
-        """One value per run of the row, in seed order (or the reference's number)."""
+        """One value per seed of the row, in seed order (a row that pools configurations
+        averages each seed's runs, so that n counts seeds), or the reference's number."""
         if self.reference is not None:
             value = self.reference.metrics.get(metric)
             return [] if value is None else [value]
-        runs = sorted(self.runs, key=lambda r: (r.seed, r.start_time))
-        return [r.metrics[metric] for r in runs if metric in r.metrics]
+        by_seed = self.by_seed(metric)
+        return [by_seed[seed] for seed in sorted(by_seed)]
 
     def stats(self, metric: str) -> SeedStats:
         """n, mean, std (ddof 1) and the Student-t 95% CI of the mean, over seeds."""
@@ -157,6 +200,11 @@ class LeaderboardRow:
     def versions(self) -> set[str]:
         return {r.version for r in self.runs}
 
+    @property
+    def code(self) -> str:
+        """The plugin code digest its runs share ('' for built-ins): rows never pool two."""
+        return self.runs[0].code if self.runs else ""
+
 
 @dataclass
 class Leaderboard:
@@ -172,6 +220,11 @@ class Leaderboard:
     unranked: list[LeaderboardRow] = field(default_factory=list)
     #: References whose declared settings differ from our rows'.
     apart: list[LeaderboardRow] = field(default_factory=list)
+    #: Rows of runs of other task or protocol settings (or evaluations beside training
+    #: runs): listed apart, never ranked with ``rows``.
+    elsewhere: list[LeaderboardRow] = field(default_factory=list)
+    #: The ranked rows' task and protocol settings (and run kind), as in RunRecord.setting.
+    setting: tuple[tuple[str, str], ...] = ()
     #: Repeated FINISHED runs of one (configuration, seed) left out (the latest one counts).
     duplicates_dropped: int = 0
     baseline: LeaderboardRow | None = None
@@ -189,8 +242,9 @@ class Leaderboard:
         return any(r.episode_ci95(self.metric) is not None for r in self.ours)
 
     def all_rows(self) -> list[LeaderboardRow]:
-        """Ranked rows, then unranked ones, then references listed apart."""
-        return [*self.rows, *self.unranked, *self.apart]
+        """Ranked rows, then unranked ones, then rows of other settings, then references
+        listed apart."""
+        return [*self.rows, *self.unranked, *self.elsewhere, *self.apart]
 
     def flagged(self, row: LeaderboardRow) -> bool:
         """Whether the row holds runs made by another suite version."""
@@ -200,16 +254,29 @@ class Leaderboard:
         if row.is_reference:
             kind = row.reference.kind
             return f"{kind} ({row.reference.source})"
-        if not self.config_keys:
-            label = row.runs[0].config_hash
-        else:
+        same_method = [r for r in self.ours if r.method == row.method]
+        codes = {r.code for r in same_method}
+        parts = []
+        if self.config_keys:
             first = row.runs[0].params
-            label = ", ".join(f"{_short_key(k)}={first.get(k, '-')}" for k in self.config_keys
-                              if k not in row.pooled)  # fmt: skip
+            parts.append(", ".join(f"{_short_key(k)}={first.get(k, '-')}"
+                                   for k in self.config_keys if k not in row.pooled))  # fmt: skip
+        elif not row.other_setting and len(codes) < 2:  # nothing else tells the row apart
+            parts.append(row.runs[0].config_hash)
         if row.pooled:
-            pooled = "; ".join(f"{_short_key(k)}={'/'.join(v)}" for k, v in row.pooled.items())
-            label = f"{label}; pooled {pooled}" if label else f"pooled {pooled}"
-        return label
+            parts.append("pooled " + "; ".join(f"{_short_key(k)}={'/'.join(v)}"
+                                               for k, v in row.pooled.items()))  # fmt: skip
+        if len(codes) > 1:  # a plugin's code changed between runs of this method
+            parts.append(f"code {row.code[:8] or 'unrecorded'}")
+        if row.other_setting:
+            parts.append(other_setting_text(row.other_setting))
+        return "; ".join(part for part in parts if part)
+
+
+def other_setting_text(differ: dict[str, tuple[str, str]]) -> str:
+    """``tasks=5 (ranked: 20)``: what sets a row of other settings apart from the ranked."""
+    return ", ".join(f"{_short_key(k)}={mine} (ranked: {ranked})"
+                     for k, (mine, ranked) in differ.items())  # fmt: skip
 
 
 def _short_key(key: str) -> str:
@@ -375,25 +442,68 @@ def _settings_of(rows: Sequence[LeaderboardRow]) -> dict[str, str]:
 
 
 def _place_references(
-    published: list[ReferenceRow], ours: list[LeaderboardRow]
+    published: list[ReferenceRow], ours: list[LeaderboardRow],
+    setting: tuple[tuple[str, str], ...],
 ) -> tuple[list[LeaderboardRow], list[LeaderboardRow]]:
-    """References whose settings match every run of ours (ranked), and the others (apart)."""
+    """Each reference on its own: beside ours (ranked) when the task and protocol settings
+    it declares are the board's ``setting`` and its method settings those of some row of
+    ours of its method (any, where we have no row of it); else apart, with what differs."""
     beside, apart = [], []
-    runs = [r for row in ours for r in row.runs]
+    board = dict(setting)
     for ref in published:
-        differ: dict[str, tuple[set[str], str]] = {}
-        for run in runs:
-            for key, (mine, theirs) in ref.differences(run.params).items():
-                differ.setdefault(key, (set(), theirs))[0].add(mine)
+        differ = ref.differences(board) if board else {}
+        differ = {k: v for k, v in differ.items() if k.startswith(COMPARED_SECTIONS)}
+        method_keys = {k for k in ref.settings if not k.startswith(COMPARED_SECTIONS)}
+        mine = [row for row in ours if row.method == ref.method and row.runs]
+        if method_keys and mine:
+            each = [{k: v for k, v in ref.differences(row.runs[0].params).items()
+                     if k in method_keys} for row in mine]  # fmt: skip
+            if all(each):  # no row of its method matches it
+                for key in sorted(set().union(*each)):
+                    values = sorted({d[key][0] for d in each if key in d})
+                    differ[key] = ("/".join(values), str(ref.settings[key]))
         row = LeaderboardRow(ref.method, reference=ref)
         if differ:
-            row.settings_differ = {
-                k: ("/".join(sorted(mine)), theirs) for k, (mine, theirs) in differ.items()
-            }
+            row.settings_differ = differ
             apart.append(row)
         else:
             beside.append(row)
     return beside, apart
+
+
+def _rows(runs: Sequence[RunRecord], group_by: Sequence[str]) -> list[LeaderboardRow]:
+    """Runs grouped into rows by ``group_by`` (and a plugin's code: never pooled across)."""
+    groups: dict[tuple[str, ...], LeaderboardRow] = {}
+    for run in sorted(runs, key=lambda r: (r.start_time, r.run_id)):
+        key = (*(run.group_value(k) for k in group_by), run.code)
+        groups.setdefault(key, LeaderboardRow(run.method)).runs.append(run)
+    rows = list(groups.values())
+    if "config_hash" not in group_by:
+        for row in rows:
+            row.pooled = _pooled(row)
+    return rows
+
+
+def ranked_setting(runs: Sequence[RunRecord]) -> tuple[tuple[str, str], ...]:
+    """Which setting a board ranks: of training runs where there are any, the benchmark's
+    defaults where runs have them, else the one with the most (method, seed) cells (then
+    the one run most recently)."""
+    pool = [r for r in runs if not r.evaluation] or list(runs)
+    cells: dict[tuple, set[tuple[str, int]]] = {}
+    newest: dict[tuple, datetime] = {}
+    defaults: set[tuple] = set()
+    for run in pool:
+        cells.setdefault(run.setting, set()).add((run.method, run.seed))
+        newest[run.setting] = max(newest.get(run.setting, run.start_time), run.start_time)
+        if run.tags.get(DEFAULTS_TAG) == "true":
+            defaults.add(run.setting)
+    return max(cells, key=lambda s: (s in defaults, len(cells[s]), newest[s]))
+
+
+def _differ(setting: tuple, ranked: tuple) -> dict[str, tuple[str, str]]:
+    mine, theirs = dict(setting), dict(ranked)
+    return {k: (mine.get(k, "-"), theirs.get(k, "-"))
+            for k in sorted(set(mine) | set(theirs)) if mine.get(k) != theirs.get(k)}  # fmt: skip
 
 
 def build_leaderboard(
@@ -435,16 +545,15 @@ def build_leaderboard(
             continue
         finished.append(run)
     finished, dropped = _deduplicate(finished)
-    groups: dict[tuple[str, ...], LeaderboardRow] = {}
-    for run in sorted(finished, key=lambda r: (r.start_time, r.run_id)):
-        key = tuple(run.group_value(k) for k in group_by)
-        groups.setdefault(key, LeaderboardRow(run.method)).runs.append(run)
-    ours = list(groups.values())
-    if "config_hash" not in group_by:
-        for row in ours:
-            row.pooled = _pooled(row)
+    setting = ranked_setting(finished) if finished else ()
+    ours = _rows([r for r in finished if r.setting == setting], group_by)
+    elsewhere = []
+    for other in sorted({r.setting for r in finished} - {setting}):
+        for row in _rows([r for r in finished if r.setting == other], group_by):
+            row.other_setting, row.status = _differ(other, setting), "other settings"
+            elsewhere.append(row)
     published = references_for(benchmark, spec_references) if references else []
-    names = {m for row in ours for r in row.runs for m in r.metrics}
+    names = {m for row in ours + elsewhere for r in row.runs for m in r.metrics}
     names |= {m for ref in published for m in ref.metrics}
     columns = default_columns(names, headline if headline is not None else headline_of(benchmark))
     if metric is not None:
@@ -455,7 +564,7 @@ def build_leaderboard(
             columns.append(name)
     ranking = columns[0]
     higher = ranking_direction(ranking)
-    beside, apart = _place_references(published, ours)
+    beside, apart = _place_references(published, ours, setting)
 
     def rank_key(row: LeaderboardRow) -> tuple[float, int]:
         mean = row.stats(ranking).mean
@@ -476,6 +585,7 @@ def build_leaderboard(
         benchmark, ranking, higher, columns, rows, excluded, config_keys,
         unranked=unranked, apart=apart, duplicates_dropped=dropped,
         metric_words=metric_catalog.describe(ranking, _settings_of(ours)),
+        elsewhere=elsewhere, setting=setting,
     )  # fmt: skip
     if baseline is not None:
         compare_to_baseline(board, baseline)

@@ -14,7 +14,7 @@ from benchmarks.catalog.installed import benchmark_spec, method_entry
 from benchmarks.planning.plan import RunPlan
 from benchmarks.protocols import PROTOCOLS
 from benchmarks.protocols.recording import Recorder
-from benchmarks.store.tracking import RunClosedElsewhere
+from benchmarks.store.tracking import OutOfSpace, RunClosedElsewhere
 from mesabench_core import ConfigError
 from mesabench_datasets.data_root import using_data_root
 from methods.api import Method
@@ -136,7 +136,8 @@ class RunFailed(Exception):
             else f"run {run_id} could not be closed: it stays RUNNING until its heartbeat is "
             "stale, then shows as lost; what it logged before is kept"
         )
-        super().__init__(f"run failed: {reason} ({where})")
+        first = (reason.strip().splitlines() or [""])[0]  # the rest is in the run's error tag
+        super().__init__(f"run failed: {first} ({where})")
         self.run_id, self.reason = run_id, reason
 
 
@@ -168,6 +169,8 @@ def execute_recorded(
         return final
     except RunClosedElsewhere as late:
         raise RunClosedMeanwhile(late) from None
+    except OutOfSpace as full:  # closed FAILED; what it could not write kept elsewhere
+        raise RunFailed(tracker.run_id, str(full), closed=full.closed) from None
     except (KeyboardInterrupt, SystemExit, BrokenPipeError) as err:
         if tracker.closed_as == "FINISHED":
             return _final_of(tracker)
@@ -176,6 +179,8 @@ def execute_recorded(
             tracker.finish("KILLED", error=why)
         except RunClosedElsewhere as late:
             raise RunClosedMeanwhile(late) from None
+        except OutOfSpace as full:
+            raise RunFailed(tracker.run_id, str(full), closed=full.closed) from None
         raise RunInterrupted(tracker.run_id, why) from None
     except Exception as err:
         from benchmarks.store.reader import StoreUnreachable
@@ -188,6 +193,8 @@ def execute_recorded(
                 tracker.finish("FAILED", error=reason)
         except RunClosedElsewhere as late:
             raise RunClosedMeanwhile(late) from None
+        except OutOfSpace as full:
+            raise RunFailed(tracker.run_id, str(full), closed=full.closed) from None
         except StoreUnreachable:  # the store itself is gone (a server away too long)
             raise RunFailed(tracker.run_id, str(err), closed=False) from err
         raise RunFailed(tracker.run_id, reason) from err

@@ -63,10 +63,40 @@ class StoreUnreachable(ConfigError):
     """The tracking store cannot be reached or opened (reported in one line, exit 2)."""
 
 
+def folder_writable(db: Path) -> bool:
+    """Whether a SQLite store's folder can be written: on a read-only filesystem (or a
+    folder this user may not write) SQLite cannot create the lock and WAL-index files a
+    normal read makes, so the store is read as immutable instead."""
+    return os.access(db.parent, os.W_OK | os.X_OK)
+
+
+def immutable_uri(db: Path) -> str:
+    """The MLflow URI of a SQLite store read as an immutable file (SQLite's URI parameter):
+    correct where nothing can write the folder, which is when it is used."""
+    return f"sqlite:///file:{db}?immutable=1&uri=true"
+
+
+def connect_read_only(db: Path) -> sqlite3.Connection:
+    """A read-only connection to the store ``db``; as an immutable file where its folder
+    cannot be written (then a write-ahead log left beside it cannot be read: said once)."""
+    if folder_writable(db):
+        return sqlite3.connect(f"{db.as_uri()}?mode=ro", uri=True, timeout=30)
+    wal = db.with_name(db.name + "-wal")
+    if wal.exists() and wal.stat().st_size and db not in _WAL_WARNED:
+        _WAL_WARNED.add(db)
+        log.warning("store %s is on a read-only filesystem with an unmerged write-ahead log "
+                    "(%s): its newest writes may be missing here", db, wal)  # fmt: skip
+    return sqlite3.connect(f"{db.as_uri()}?immutable=1", uri=True, timeout=30)
+
+
+_WAL_WARNED: set[Path] = set()
+
+
 def check_sqlite_store(db: Path, writing: bool) -> None:
     """Refuse, in one line and at once, a SQLite store that cannot be opened: the path is a
-    folder, the file is not a SQLite database, or (``writing``) a new store would go into a
-    folder that cannot be written. (Such a store is no outage: retrying cannot help.)
+    folder, the file is not a SQLite database, or (``writing``) the store or the folder a
+    new one would go into cannot be written. (Such a store is no outage: retrying cannot
+    help.)
 
     The file is only ever opened through SQLite: a plain ``open()`` and ``close()`` of a
     database file drops every POSIX lock this process holds on it (SQLite's own
@@ -77,7 +107,7 @@ def check_sqlite_store(db: Path, writing: bool) -> None:
         raise StoreUnreachable(f"store {uri}: {db} is a folder, not a SQLite file (name a file "
                                f"in it, e.g. sqlite:///{db / 'mlflow.db'})")  # fmt: skip
     if db.exists():
-        connection = sqlite3.connect(f"{db.as_uri()}?mode=ro", uri=True, timeout=30)
+        connection = connect_read_only(db)
         try:
             connection.execute("PRAGMA schema_version").fetchone()
         except sqlite3.DatabaseError as err:
@@ -85,6 +115,10 @@ def check_sqlite_store(db: Path, writing: bool) -> None:
                 raise StoreUnreachable(f"store {uri}: {db} is not a SQLite database") from None
         finally:
             connection.close()
+        if writing and not (folder_writable(db) and os.access(db, os.W_OK)):
+            raise StoreUnreachable(f"store {uri} cannot be written: {db} or its folder is "
+                                   "read-only (leaderboard, report, runs and compare can still "
+                                   "read it)")  # fmt: skip
         return
     if writing:
         folder = db.parent
@@ -190,7 +224,7 @@ class SqliteReader:
         if not self.db.exists():
             return None
         check_sqlite_store(self.db, writing=False)  # through SQLite only: no lock is lost
-        connection = sqlite3.connect(f"{self.db.as_uri()}?mode=ro", uri=True, timeout=30)
+        connection = connect_read_only(self.db)
         try:
             connection.execute("SELECT count(*) FROM experiments").fetchone()
         except sqlite3.OperationalError as err:
@@ -216,7 +250,8 @@ class SqliteReader:
             if self._client_reader is None:
                 from mlflow.tracking import MlflowClient
 
-                self._client_reader = ClientReader(MlflowClient(self.uri), self.uri)
+                uri = self.uri if folder_writable(self.db) else immutable_uri(self.db)
+                self._client_reader = ClientReader(MlflowClient(uri), self.uri)
             return through_client(self._client_reader)
 
     def experiment_id(self, name: str) -> str | None:

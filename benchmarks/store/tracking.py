@@ -8,6 +8,8 @@ artifacts. The default store is SQLite at ``<cwd>/runs/mlflow.db`` with artifact
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import fcntl
 import hashlib
 import io
@@ -16,6 +18,7 @@ import logging
 import math
 import os
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -42,12 +45,17 @@ from benchmarks.store.reader import (  # noqa: E402, F401  (re-exported: the sto
     StoreUnreachable,
     check_sqlite_store,
     default_tracking_uri,
+    folder_writable,
+    immutable_uri,
     normalise_uri,
     sqlite_path,
 )
-from mesabench_core import __version__  # noqa: E402
+from mesabench_core import BUILTIN, __version__  # noqa: E402
 
 log = logging.getLogger("mesabench")
+# MLflow logs every failed database call at ERROR with its traceback before raising it; we
+# retry (a locked store) or report (in one line) every one of them ourselves.
+logging.getLogger("mlflow.store.db.utils").setLevel(logging.CRITICAL)
 
 #: How long a write waits out other writers holding the SQLite lock (parallel sweeps).
 LOCK_RETRY_SECONDS = 60.0
@@ -63,6 +71,9 @@ SET_BY_PATH = "config_set_by.json"
 #: best-on-validation weights, where the protocol validates).
 LEARNER_DIR = "learner"
 _BATCH_LIMIT = 900  # MLflow accepts at most 1000 metrics per log_batch call
+#: Space a run holds beside a SQLite store while it is open, given up when the disk fills:
+#: closing the run and its last metrics take a few hundred KiB of write-ahead log.
+RESERVE_BYTES = 2 * 1024 * 1024
 
 
 #: How long a tracking server may take to answer its health check before we give up.
@@ -128,6 +139,38 @@ class RunClosedElsewhere(RuntimeError):
             "kept in the run, which stays closed: run the cell again for a result that counts"
         )
         self.run_id, self.closed, self.status = run_id, closed, status
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's: alive
+        return True
+    return True
+
+
+def out_of_space(err: BaseException) -> bool:
+    """Whether ``err`` (or what caused it) is a write that found the store's disk full."""
+    while err is not None:
+        if isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT):
+            return True
+        if "database or disk is full" in str(err) or "No space left on device" in str(err):
+            return True
+        err = err.__cause__ or err.__context__
+    return False
+
+
+class OutOfSpace(RuntimeError):
+    """The store's disk filled while a run recorded. The run is closed FAILED with the
+    reason (``closed``), or, where even that could not be written, left to show as lost
+    once its heartbeat is stale; the metrics it could not write are kept elsewhere (the
+    message says where)."""
+
+    def __init__(self, message: str, closed: bool):
+        super().__init__(message)
+        self.closed = closed
 
 
 class ServerGone(StoreUnreachable):
@@ -231,6 +274,19 @@ def open_store(uri: str) -> RetryingClient:
     return RetryingClient(client)
 
 
+def open_for_reading(uri: str | None = None) -> RetryingClient:
+    """A client for commands that only read (``report``, ``runs``): a SQLite store whose
+    folder cannot be written (a read-only filesystem, an archived store) is opened as an
+    immutable file, without the schema check and tuning :func:`open_store` writes; any
+    other store as :func:`open_store` opens it."""
+    uri = normalise_uri(uri or default_tracking_uri())
+    db = sqlite_path(uri)
+    if db is not None and db.exists() and not folder_writable(db):
+        check_sqlite_store(db, writing=False)
+        return RetryingClient(MlflowClient(tracking_uri=immutable_uri(db)))
+    return open_store(uri)
+
+
 def _tune_sqlite(db: Path) -> None:
     """Two changes to a SQLite store, both kept in the file and both optional:
 
@@ -299,6 +355,11 @@ class MlflowTracker:
         self.before_close: list[Any] = []
         #: Number of the newest checkpoint saved or loaded (CHECKPOINT_SLOTS).
         self._checkpoint_sequence = 0
+        #: The first write that found the store's disk full (the run then ends FAILED).
+        self.space_problem: str | None = None
+        #: Space held beside a SQLite store while the run is open (RESERVE_BYTES), given up
+        #: when its disk fills so that the run's last writes can still land.
+        self._reserve: Path | None = None
 
     # -- experiments and runs -----------------------------------------------------------
     def experiment_id(self, benchmark: str, create: bool = True) -> str | None:
@@ -334,12 +395,22 @@ class MlflowTracker:
         """Create the run for ``plan`` and record its params, tags (``extra_tags`` among them,
         from the run's first moment) and resolved config (as a child of ``parent_run_id``
         when a sweep runs it)."""
-        from benchmarks.catalog.installed import benchmark_spec, headline_of
+        from benchmarks.catalog.installed import (
+            benchmark_spec,
+            code_digest,
+            headline_of,
+            method_entry,
+        )
         from benchmarks.catalog.specs import BENCHMARKS
         from benchmarks.metrics.catalog import RECORDED_TAG, recorded
         from benchmarks.protocols import PROTOCOLS
+        from mesabench_core import as_dict
 
         spec = benchmark_spec(plan.benchmark)
+        # Whether the run's task and protocol settings are the benchmark's own: a board
+        # ranks those first when several settings are in the store.
+        defaults = (as_dict(plan.task) == as_dict(spec.task)
+                    and as_dict(plan.protocol) == as_dict(spec.protocol))  # fmt: skip
 
         tags = {
             "mesabench.version": __version__,
@@ -354,9 +425,12 @@ class MlflowTracker:
             "mesabench.headline": json.dumps(list(headline_of(plan.benchmark))),
             # Likewise the protocol's declared metrics (which way each is better).
             RECORDED_TAG: recorded(PROTOCOLS[spec.protocol_name].metrics),
+            "mesabench.default_settings": str(defaults).lower(),
             **heartbeat_tags(),
             **process_tags(),
         }
+        if method_source != BUILTIN:  # a plugin: which code ran, not only its version
+            tags["mesabench.method_code"] = code_digest(method_entry(plan.method_name).cls)
         tags.update(source_tags())
         revision = git_revision()
         if revision:
@@ -381,6 +455,7 @@ class MlflowTracker:
         return self.run_id
 
     def _start_heartbeat(self) -> None:
+        self._reserve_space()
         run_id = self.run_id
         self._heartbeat = Heartbeat(lambda tags: write_tags(self.client, run_id, tags)).start()
 
@@ -442,7 +517,12 @@ class MlflowTracker:
         return torch.load(local, map_location="cpu", weights_only=False)
 
     def finish(self, status: str, error: str | None = None) -> None:
-        """Flush what is pending and close the run as FINISHED, FAILED or KILLED."""
+        """Flush what is pending and close the run as FINISHED, FAILED or KILLED.
+
+        A run whose writes found the store's disk full is closed FAILED with that reason,
+        after one more try at its pending metrics (SQLite's write-ahead log is emptied
+        first, which frees its space); what still cannot be written is kept in a local file
+        (or on stderr), and :class:`OutOfSpace` says where."""
         if self.run_id is None:
             return
         while self.before_close:
@@ -450,6 +530,35 @@ class MlflowTracker:
         if self._heartbeat is not None:
             self._heartbeat.stop()
         self.flush()
+        try:
+            if self.space_problem is not None:
+                kept = self._keep_unsaved() if self._pending else None
+                why = f"the store ran out of space ({self.space_problem})"
+                if kept:
+                    why += f"; the metrics it could not write are kept in {kept}"
+                status, error = "FAILED", why if error is None else f"{why}; then {error}"
+                self._free_space()
+            try:
+                self._close(status, error)
+            except Exception as err:
+                if not out_of_space(err):
+                    raise
+                self._free_space()
+                try:
+                    self._close(status, error)
+                except Exception as again:
+                    if not out_of_space(again):
+                        raise
+                    raise OutOfSpace(f"{error or 'the store ran out of space'}; not even the "
+                                     "run's status could be written", closed=False) from None
+        finally:
+            self._release_reserve()
+        if self.space_problem is not None:
+            with contextlib.suppress(Exception):  # into the store too, where it now fits
+                self.client.log_batch(self.run_id, metrics=self._pending[:_BATCH_LIMIT])
+            raise OutOfSpace(error, closed=True)
+
+    def _close(self, status: str, error: str | None) -> None:
         closed = self.client.get_run(self.run_id).info.status
         if closed != "RUNNING":
             # Closed meanwhile by another process that found it silent (a pause past the
@@ -463,6 +572,88 @@ class MlflowTracker:
             self.client.set_tag(self.run_id, "error", error[:5000])
         self.client.set_terminated(self.run_id, status=status)
         self.closed_as = status
+
+    @contextlib.contextmanager
+    def _unless_out_of_space(self, what: str):
+        """Run a write; one that finds the disk full is noted (the run goes on measuring
+        and ends FAILED) instead of ending the run with nothing kept."""
+        try:
+            yield
+        except Exception as err:
+            if not out_of_space(err):
+                raise
+            if self.space_problem is None:
+                self.space_problem = f"{what}: {str(err).splitlines()[0][:200]}"
+                log.warning("the store ran out of space (%s); the run goes on and will end "
+                            "FAILED, keeping what it could not write",
+                            self.space_problem)  # fmt: skip
+
+    def _reserve_space(self) -> None:
+        """Hold RESERVE_BYTES in a file beside a SQLite store while the run is open (none
+        where the disk has not that much free, or for a server's store)."""
+        import socket
+
+        db = sqlite_path(self.uri)
+        if db is None or self._reserve is not None:
+            return
+        host = socket.gethostname()
+        for left in db.parent.glob(f".mesabench-reserve-{host}-*"):  # of processes killed
+            pid = left.name.removeprefix(f".mesabench-reserve-{host}-").split("-")[0]
+            if pid.isdigit() and not _pid_alive(int(pid)):
+                with contextlib.suppress(OSError):
+                    left.unlink()
+        path = db.parent / f".mesabench-reserve-{host}-{os.getpid()}-{self.run_id}"
+        try:
+            with open(path, "wb") as handle:
+                os.posix_fallocate(handle.fileno(), 0, RESERVE_BYTES)
+            self._reserve = path
+        except OSError:
+            with contextlib.suppress(OSError):
+                path.unlink()
+
+    def _release_reserve(self) -> None:
+        if self._reserve is not None:
+            with contextlib.suppress(OSError):
+                self._reserve.unlink()
+            self._reserve = None
+
+    def _free_space(self) -> None:
+        """Give up the run's reserve, then merge and truncate a SQLite store's write-ahead
+        log: enough room for the run's last writes (nothing to do for a server's store)."""
+        import sqlite3
+
+        self._release_reserve()
+        db = sqlite_path(self.uri)
+        if db is None:
+            return
+        with contextlib.suppress(sqlite3.Error):
+            connection = sqlite3.connect(db, timeout=LOCK_RETRY_SECONDS)
+            try:
+                connection.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+            finally:
+                connection.close()
+
+    def _keep_unsaved(self) -> str:
+        """Write the metrics the store refused into a local JSON file (strict: NaN as
+        null); returns where (stderr when no folder takes it)."""
+        body = {
+            "run_id": self.run_id, "store": self.uri, "why": self.space_problem,
+            "metrics": [{"key": m.key, "step": m.step, "timestamp": m.timestamp,
+                         "value": m.value if math.isfinite(m.value) else None}
+                        for m in self._pending],
+        }  # fmt: skip
+        text = json.dumps(body, indent=1, allow_nan=False)
+        for folder in (Path(tempfile.gettempdir()) / "mesabench-unsaved",
+                       Path.home() / ".cache" / "mesabench" / "unsaved"):  # fmt: skip
+            try:
+                folder.mkdir(parents=True, exist_ok=True)
+                path = folder / f"{self.run_id}.json"
+                path.write_text(text, encoding="utf-8")
+                return str(path)
+            except OSError:
+                continue
+        sys.stderr.write(text + "\n")
+        return "standard error (the JSON above)"
 
     # -- the Recorder interface ---------------------------------------------------------
     def log_metrics(self, metrics: dict[str, float], step: int) -> None:
@@ -478,9 +669,12 @@ class MlflowTracker:
             self.flush()
 
     def flush(self) -> None:
-        while self._pending:
-            chunk, self._pending = self._pending[:_BATCH_LIMIT], self._pending[_BATCH_LIMIT:]
-            self.client.log_batch(self.run_id, metrics=chunk)
+        """Write the pending metrics; a batch the store refuses for lack of space stays
+        pending (written later, or kept elsewhere when the run ends)."""
+        with self._unless_out_of_space("writing metrics"):
+            while self._pending:
+                self.client.log_batch(self.run_id, metrics=self._pending[:_BATCH_LIMIT])
+                self._pending = self._pending[_BATCH_LIMIT:]
         self._last_flush = time.monotonic()
 
     def save_checkpoint(self, state: dict[str, Any]) -> None:
@@ -488,7 +682,7 @@ class MlflowTracker:
         self.flush()  # metrics up to the checkpoint are on disk before it is
         self._checkpoint_sequence += 1
         slot = CHECKPOINT_SLOTS[self._checkpoint_sequence % 2]
-        with tempfile.TemporaryDirectory() as tmp:
+        with tempfile.TemporaryDirectory() as tmp, self._unless_out_of_space("a checkpoint"):
             path = Path(tmp) / Path(slot).name
             torch.save({"sequence": self._checkpoint_sequence, "state": state}, path)
             self.client.log_artifact(self.run_id, str(path), str(Path(slot).parent))
@@ -536,7 +730,7 @@ class MlflowTracker:
         self._log_bytes(text.encode(), path)
 
     def _log_bytes(self, data: bytes, path: str) -> None:
-        with tempfile.TemporaryDirectory() as tmp:
+        with tempfile.TemporaryDirectory() as tmp, self._unless_out_of_space(path):
             target = Path(tmp) / Path(path).name
             target.write_bytes(data)
             folder = str(Path(path).parent)

@@ -1,0 +1,140 @@
+"""A ranked board holds runs of one task and protocol setting and one kind: other settings,
+evaluations and plugin code that changed are listed apart or kept in rows of their own,
+never ranked with the rest; references are matched one by one."""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+
+import pytest
+
+from benchmarks.cli.main import main
+from tests.helpers import fake_run, leaderboard_json
+
+
+def _rows(board: dict, status: str) -> list[dict]:
+    return [r for r in board["rows"] if r["status"] == status]
+
+
+def test_a_shorter_stream_is_listed_apart_and_references_still_stand_beside(store, capsys):
+    """Before: a 5-task run (an easier stream) ranked first among 20-task runs, and it
+    pushed every published row out as 'settings differ'."""
+    benchmark = "mnist-rotations"
+    fake_run(store, "lamaml", 0, {"final/ra": 0.70, "final/bti": -0.1}, benchmark=benchmark)
+    fake_run(store, "lamaml", 1, {"final/ra": 0.72, "final/bti": -0.1}, benchmark=benchmark)
+    fake_run(store, "online_sgd", 0, {"final/ra": 0.50, "final/bti": -0.1}, benchmark=benchmark)
+    fake_run(store, "er", 0, {"final/ra": 0.95, "final/bti": -0.01}, benchmark=benchmark,
+             tasks="5")  # fmt: skip
+    board = leaderboard_json(store, capsys, "--benchmark", benchmark)
+    ranked = [r["method"] for r in _rows(board, "ranked")]
+    assert ranked == ["lamaml", "online_sgd"]  # the 20-task stream: the benchmark's own
+    (apart,) = _rows(board, "other settings")
+    assert apart["method"] == "er" and apart["rank"] is None
+    assert apart["other_setting"] == {"task.tasks": {"this_row": "5", "ranked": "20"}}
+    assert apart["stats"]["final/ra"]["mean"] == pytest.approx(0.95)
+    # The published rows were measured on 20 x 1000: they stand beside the ranked rows.
+    beside = {r["method"] for r in _rows(board, "reference")}
+    assert {"lamaml", "sparse_lamaml", "online_sgd", "gem", "mer"} <= beside
+    assert not _rows(board, "reference, settings differ")
+    # Ranking the 5-task setting instead: the references no longer match, and say why.
+    five = leaderboard_json(store, capsys, "--benchmark", benchmark, "--param", "tasks=5")
+    assert [r["method"] for r in _rows(five, "ranked")] == ["er"]
+    moved = _rows(five, "reference, settings differ")
+    assert moved and all(r["reference"]["settings_differ"]["task.tasks"]
+                         == {"ours": "5", "theirs": "20"} for r in moved)  # fmt: skip
+
+
+def test_another_task_family_or_range_never_ranks_with_the_benchmarks_own(store, capsys):
+    fake_run(store, "maml", 0, {"final/test_loss": 0.50})
+    fake_run(store, "maml", 1, {"final/test_loss": 0.52})
+    fake_run(store, "fomaml", 0, {"final/test_loss": 0.60})
+    # Easier tasks (a narrower amplitude range) score lower: before, ranked first.
+    fake_run(store, "anil", 0, {"final/test_loss": 0.01}, amplitude="0.1,0.2")
+    board = leaderboard_json(store, capsys)
+    assert [r["method"] for r in _rows(board, "ranked")] == ["maml", "fomaml"]
+    (apart,) = _rows(board, "other settings")
+    assert apart["method"] == "anil"
+    assert set(apart["other_setting"]) == {"task.amplitude"}
+    assert "amplitude=" in apart["config"] and "(ranked: (0.1, 5.0))" in apart["config"]
+    capsys.readouterr()
+    assert main(["leaderboard", "--tracking-uri", store, "--format", "markdown"]) == 0
+    caption = capsys.readouterr().out
+    assert "1 row(s) of other task or protocol settings, or evaluations, listed apart" in caption
+
+
+def test_evaluations_never_share_a_ranking_with_training_runs(store, capsys):
+    from benchmarks.planning.plan import plan_run
+    from benchmarks.store.tracking import MlflowTracker
+
+    trained = fake_run(store, "maml", 0, {"final/test_loss": 0.50})
+    fake_run(store, "fomaml", 0, {"final/test_loss": 0.60})
+    # An evaluation of maml's learner at twice the input range, as `evaluate` records it.
+    plan = plan_run("maml", "sinusoid-5shot", 0, {"input_range": "-10,10"}, device="cpu")
+    tracker = MlflowTracker(store)
+    tracker.start(dataclasses.replace(plan, learner_from=trained), "built-in",
+                  extra_tags={"mesabench.trained_on": "sinusoid-5shot",
+                              "mesabench.evaluated_from": trained})  # fmt: skip
+    tracker.log_metrics({"final/test_loss": 9.0}, step=1)
+    tracker.finish("FINISHED")
+    board = leaderboard_json(store, capsys)
+    assert [r["method"] for r in _rows(board, "ranked")] == ["maml", "fomaml"]
+    (apart,) = _rows(board, "other settings")
+    assert apart["other_setting"]["kind"] == {
+        "this_row": "evaluation of a learner trained on sinusoid-5shot", "ranked": "training"}
+    # An evaluation at the training settings is still an evaluation: apart as well.
+    evaluations = leaderboard_json(store, capsys, "--param", "input_range=(-10.0, 10.0)")
+    (only,) = _rows(evaluations, "ranked")
+    assert only["method"] == "maml" and only["stats"]["final/test_loss"]["mean"] == 9.0
+
+
+def test_rows_of_a_plugin_whose_code_changed_are_not_pooled(store, capsys):
+    """Same distribution version, different code (an edited, editable install): the runs
+    record their code digests and form rows of their own, labelled by digest."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=store)
+    for seed, (loss, code) in enumerate(((0.5, "aaaa1111"), (0.52, "aaaa1111"), (0.1, "bbbb2222"))):
+        run_id = fake_run(store, "maml", seed, {"final/test_loss": loss})
+        client.set_tag(run_id, "mesabench.method_code", code)
+    board = leaderboard_json(store, capsys)
+    rows = _rows(board, "ranked")
+    assert [(r["n"], r["config"]) for r in rows] == [(1, "code bbbb2222"), (2, "code aaaa1111")]
+    pooled = leaderboard_json(store, capsys, "--group-by", "method")
+    assert len(_rows(pooled, "ranked")) == 2  # pooling settings never pools code
+
+
+def test_the_code_digest_follows_the_source_of_the_plugins_package(tmp_path, monkeypatch):
+    from benchmarks.catalog.installed import code_digest
+
+    package = tmp_path / "digest_probe_pkg"
+    (package / "sub").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "sub" / "__init__.py").write_text("")
+    (package / "sub" / "method.py").write_text("class Learner:\n    pass\n")
+    (package / "helpers.py").write_text("SCALE = 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+
+    def digest() -> str:
+        for name in [m for m in sys.modules if m.startswith("digest_probe_pkg")]:
+            del sys.modules[name]
+        from digest_probe_pkg.sub.method import Learner
+
+        code_digest.cache_clear()
+        return code_digest(Learner)
+
+    first = digest()
+    assert len(first) == 16 and digest() == first
+    # A change anywhere in the package (here a helper the method may import) changes it.
+    (package / "helpers.py").write_text("SCALE = 2\n")
+    second = digest()
+    assert second != first
+    (package / "helpers.py").write_text("SCALE = 1\n")
+    assert digest() == first
+    # Independent recomputation: SHA-256 over (relative path, NUL, bytes), sorted by path.
+    import hashlib
+
+    h = hashlib.sha256()
+    for rel in sorted(["__init__.py", "helpers.py", "sub/__init__.py", "sub/method.py"]):
+        h.update(f"{rel}\0".encode() + (package / rel).read_bytes())
+    assert first == h.hexdigest()[:16]
