@@ -64,9 +64,17 @@ class SinusoidTasks:
         return {}
 
 
+#: Input distributions, each with the variance of U(-r, r) (r^2 / 3): the uniform of the
+#: papers, and others to test on after training on it (von Oswald et al. 2023, sec. 3:
+#: inputs from other distributions). Normal and Laplace are centred; the exponential is not
+#: (its mean equals its standard deviation: a shift as well as other tails).
+InputDist = Literal["uniform", "normal", "laplace", "exponential"]
+
+
 @dataclass(frozen=True)
 class LinRegConfig:
-    """y = w.x with w ~ N(0, teacher_scale^2 I_d), x ~ U(-input_range, input_range)^d."""
+    """y = W x with W ~ N(0, teacher_scale^2 I) (``outputs`` x d), x ~ ``input_dist`` with the
+    variance of U(-input_range, input_range)^d."""
 
     dim: int = param(10, min=1, help="input dimension d")
     shots: int = param(10, min=1, help="context (support) points N")
@@ -77,13 +85,37 @@ class LinRegConfig:
     tokens: Literal["constructed", "interleaved"] = param(
         "constructed", help="token-based in-context learners get (x_i, y_i) or x_1, y_1, ..."
     )
+    input_dist: InputDist = param(
+        "uniform", help="input distribution, with U(-r, r)'s variance (tests out of distribution)"
+    )
+    outputs: int = param(1, min=1, help="target dimension (vector-valued regression: y = W x)")
+    task_pool: int = param(
+        0, min=0, help="training teachers drawn from a fixed pool of this many (0: a fresh "
+        "teacher every task); validation and test teachers are always fresh",
+    )
+    pool_seed: int = param(0, min=0, help="seed of the fixed pool of training teachers")
 
     def build(self) -> LinRegTasks:
         return LinRegTasks(self)
 
 
+def _inputs(config: LinRegConfig, shape: tuple[int, ...], g: torch.Generator) -> torch.Tensor:
+    r = config.input_range
+    if config.input_dist == "uniform":
+        return _uniform(-r, r, shape, g)
+    std = r / math.sqrt(3.0)  # U(-r, r)'s
+    if config.input_dist == "normal":
+        return std * torch.randn(shape, generator=g, device=g.device)
+    u = torch.rand(shape, generator=g, device=g.device).clamp_min(1e-12)
+    if config.input_dist == "exponential":  # mean = std = 1 / rate
+        return -std * torch.log(u)
+    sign = torch.where(torch.rand(shape, generator=g, device=g.device) < 0.5, -1.0, 1.0)
+    return sign * (std / math.sqrt(2.0)) * -torch.log(u)  # Laplace: variance 2 b^2
+
+
 class LinRegTasks:
-    """In-context linear regression (von Oswald et al. 2023); loss is 0.5 * squared error."""
+    """In-context linear regression (von Oswald et al. 2023); loss is 0.5 * squared error
+    (summed over the outputs of a vector-valued target)."""
 
     task_block = 100
 
@@ -91,41 +123,57 @@ class LinRegTasks:
         self.config = config
         self.problem = Problem(
             input_shape=(config.dim,),
-            output_dim=1,
-            loss="half_mse",
+            output_dim=config.outputs,
+            loss="half_mse" if config.outputs == 1 else "half_sse",
             network="linear",
             tokens=config.tokens,
             context_size=config.shots,
         )
+        self._pool: torch.Tensor | None = None
+
+    def pool(self) -> torch.Tensor:
+        """The fixed training teachers ``[task_pool, d, outputs]`` (drawn once, on the CPU)."""
+        if self._pool is None:
+            c = self.config
+            g = torch.Generator().manual_seed(c.pool_seed)
+            self._pool = c.teacher_scale * torch.randn((c.task_pool, c.dim, c.outputs), generator=g)
+        return self._pool
 
     def sample(
         self, num_tasks: int, generator: torch.Generator, split: Split = "train"
     ) -> TaskBatch:
         c = self.config
-        w = c.teacher_scale * torch.randn(
-            (num_tasks, c.dim, 1), generator=generator, device=generator.device
-        )
-        x = _uniform(
-            -c.input_range, c.input_range, (num_tasks, c.shots + c.queries, c.dim), generator
-        )
+        if c.task_pool and split == "train":
+            pick = torch.randint(c.task_pool, (num_tasks,), generator=generator,
+                                 device=generator.device)  # fmt: skip
+            w = self.pool().to(generator.device)[pick]
+        else:
+            w = c.teacher_scale * torch.randn(
+                (num_tasks, c.dim, c.outputs), generator=generator, device=generator.device
+            )
+        x = _inputs(c, (num_tasks, c.shots + c.queries, c.dim), generator)
         y = x @ w
         if c.noise > 0:
             y = y + c.noise * torch.randn(y.shape, generator=generator, device=y.device)
         return TaskBatch(x[:, : c.shots], y[:, : c.shots], x[:, c.shots :], y[:, c.shots :])
 
     def one_step_gd_optimum(self) -> tuple[float, float]:
-        """Closed-form optimal rate and loss of one GD step from w = 0 (derived by us for
-        uniform inputs: eta* = N / (s2 (N + d + k - 2)) with kurtosis k).
+        """Closed-form optimal rate and loss of one GD step from w = 0 (derived by us:
+        eta* = N / (s2 (N + d + k - 2)) with the inputs' variance s2 and kurtosis k; uniform
+        k = 1.8, normal 3, Laplace 6), per output.
 
-        Exact for noiseless tasks with i.i.d. uniform coordinates (kurtosis 1.8).
+        Exact for noiseless tasks with i.i.d. centred coordinates; for the exponential
+        (not centred) it uses the raw second and fourth moments, an approximation.
         """
         c = self.config
-        s2 = c.input_range**2 / 3.0 * c.teacher_scale**2
         x_var = c.input_range**2 / 3.0
-        kurtosis = 1.8
+        kurtosis = {"uniform": 1.8, "normal": 3.0, "laplace": 6.0}.get(c.input_dist)
+        if kurtosis is None:  # exponential: E x^2 = 2 s^2, E x^4 = 24 s^4
+            x_var, kurtosis = 2 * x_var, 6.0
+        s2 = x_var * c.teacher_scale**2
         n, d = c.shots, c.dim
         eta = n / (x_var * (n + d + kurtosis - 2))
-        loss = 0.5 * d * s2 * (d + kurtosis - 2) / (n + d + kurtosis - 2)
+        loss = 0.5 * c.outputs * d * s2 * (d + kurtosis - 2) / (n + d + kurtosis - 2)
         return eta, loss
 
     def prepare(self) -> None:

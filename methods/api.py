@@ -158,6 +158,12 @@ class EpisodicMethod(Method):
         ``declare_metric``. None by default."""
         return {}
 
+    def monitor(self, source: TaskSource, seed: int) -> dict[str, float]:
+        """Quantities to follow over training, measured at every meta-validation on
+        held-out tasks drawn with ``seed`` and logged with the iteration under the names
+        returned (``monitor/...``). Nothing by default."""
+        return {}
+
 
 class ContinualMethod(Method):
     """A learner driven by the continual protocol: one batch of a task stream at a time.

@@ -12,7 +12,7 @@ from typing import Any, Literal
 import torch
 from torch import Tensor, nn
 
-from mesabench_core import ConfigError, param
+from mesabench_core import ConfigError, IncompatibleSetting, param
 from mesabench_datasets.tasks import Problem, TaskBatch, TaskSource
 from mesabench_datasets.tokens import (
     context_tokens,
@@ -47,6 +47,8 @@ class InContextMethod(EpisodicMethod):
     def __init__(self, config: Any, problem: Problem, device: torch.device):
         super().__init__(config, problem, device)
         self.check_problem(problem)
+        #: The target's width m (vector-valued regression: a y-slot of m entries).
+        self.outputs = problem.output_dim
         self.model = self.build_model(problem.input_shape[0]).to(device)
         params = [p for p in self.model.parameters() if p.requires_grad]
         lr = getattr(config, "lr", 1e-3)
@@ -95,6 +97,12 @@ class InContextMethod(EpisodicMethod):
 
         return icl_analyses.analyse(self, source, log, seed)
 
+    def monitor(self, source: TaskSource, seed: int) -> dict[str, float]:
+        """On linear regression: the alignment with one GD step, over training."""
+        from methods import icl_analyses
+
+        return icl_analyses.monitor(self, source, seed)
+
 
 def feature_map(dim: int, width: int) -> nn.Module:
     """A learned MLP feature map phi: R^dim -> R^width for nonlinear tasks (identity if 0)."""
@@ -126,6 +134,22 @@ class LSAConfig:
     init_std: float = param(0.02, min=0.0)
     lr: float = param(1e-3, min=0.0)
     grad_clip: float = param(1.0, min=0.0, help="global-norm clip (0: off)")
+    construction: Literal["none", "copy_gd"] = param(
+        "none",
+        help="copy_gd: no training; the hand-built 2-layer model on interleaved tokens (a "
+        "softmax layer copying each x_i into its y_i token, then one GD step at the rate "
+        "fitted in closed form)",
+    )
+    copy_scale: float = param(50.0, min=0.0, help="softmax scale of the constructed copy layer")
+
+    def check(self) -> None:
+        if self.construction == "copy_gd" and (
+            self.layers != 2 or self.first_layer != "softmax" or self.heads != 1
+            or self.embed or self.mlp or self.layernorm or self.softmax or self.tied
+        ):  # fmt: skip
+            raise ConfigError("construction copy_gd is 2 plain layers, one head, the first "
+                              "softmax (layers=2, first_layer=softmax, heads=1, no embed, mlp, "
+                              "layernorm, softmax or tied)")  # fmt: skip
 
 
 class LSATransformer(InContextMethod):
@@ -138,20 +162,34 @@ class LSATransformer(InContextMethod):
     def interleaved(self) -> bool:
         return self.problem.tokens == "interleaved"
 
+    @classmethod
+    def check_config(cls, config: LSAConfig, problem: Problem) -> None:
+        if config.construction == "copy_gd" and problem.tokens != "interleaved":
+            raise IncompatibleSetting("construction copy_gd copies x_i into the y_i token of "
+                                      "the natural sequence: it needs interleaved tokens (e.g. "
+                                      "linreg-icl-interleaved)")  # fmt: skip
+
     def analyse(self, source: TaskSource, log: ArtifactLog, seed: int) -> dict[str, float]:
-        """The in-context learners' analyses, and for one trained layer on constructed tokens
-        its weights beside the GD construction (von Oswald et al. 2023)."""
+        """The in-context learners' analyses; for one trained layer on constructed tokens
+        its weights beside the GD construction, for a tied plain stack the GD++ rate and
+        transform its weights implement, and for a trained copy-then-GD model on
+        interleaved tokens what its first layer does besides copying (von Oswald et al.
+        2023)."""
         from methods import icl_analyses
 
         final = super().analyse(source, log, seed)
         if icl_analyses.weight_analyses_apply(self, source):
             final.update(icl_analyses.lsa_weight_analyses(self, source, log, seed=seed))
+        if icl_analyses.gdpp_extraction_applies(self, source):
+            final.update(icl_analyses.gdpp_extraction(self, source, seed=seed))
+        if icl_analyses.interleaved_ablations_apply(self, source):
+            final.update(icl_analyses.interleaved_ablations(self, source, seed=seed))
         return final
 
     def build_model(self, dim: int) -> nn.Module:
         c = self.config
         features = c.embed or dim
-        width = features + 1
+        width = features + self.outputs
         if self.interleaved:
             width += 2 * self.problem.context_size + 1  # one-hot position of each token
 
@@ -166,7 +204,31 @@ class LSATransformer(InContextMethod):
             [block(True)] * first + [block(c.softmax) for _ in range(count)]
         )
         model.embed = feature_map(dim, c.embed)
+        if c.construction == "copy_gd":
+            for name, weights in copy_gd_construction(
+                dim, self.outputs, self.problem.context_size, c.copy_scale
+            ).items():  # fmt: skip
+                block_index, tensor = name.split(".")
+                getattr(model.blocks[int(block_index)].attention, tensor).data.copy_(weights)
+            model.requires_grad_(False)
+            # Running sums of the one-step closed form (numerator, denominator).
+            model.register_buffer("moments", torch.zeros(2, dtype=torch.float64))
         return model
+
+    def meta_train_step(self, batch: TaskBatch) -> dict[str, float]:
+        if self.config.construction == "none":
+            return super().meta_train_step(batch)
+        # The construction learns nothing: its GD layer takes the closed-form optimal rate
+        # over every batch so far (as the one-step GD reference does).
+        num, den = optimal_one_step_rate(*batch)
+        with torch.no_grad():
+            self.model.moments += torch.stack([num, den]).double()
+            eta = float(self.model.moments[0] / self.model.moments[1]) * batch.support_x.shape[1]
+            set_copy_gd_rate(self.model.blocks[1].attention, eta, self.problem.context_size,
+                             self.outputs)  # fmt: skip
+            pred = self.forward(batch.support_x, batch.support_y, batch.query_x)
+        loss = per_task_loss(pred, batch.query_y, self.problem.loss).mean()
+        return {"loss": loss.item()}
 
     def layer(self, k: int) -> LSABlock:
         first = int(self.config.first_layer == "softmax")
@@ -176,14 +238,15 @@ class LSATransformer(InContextMethod):
 
     def tokens(self, support_x, support_y, query_x) -> tuple[Tensor, Tensor]:
         support, queries = self.model.embed(support_x), self.model.embed(query_x)
+        m = self.outputs
         if not self.interleaved:
-            return context_tokens(support, support_y), query_tokens(queries)
-        tokens = interleaved_tokens(support, support_y, queries)  # [T * Q, 2n + 1, w + 1]
+            return context_tokens(support, support_y), query_tokens(queries, m)
+        tokens = interleaved_tokens(support, support_y, queries)  # [T * Q, 2n + 1, w + m]
         # The query keeps the last position when the context is shorter than the trained N.
         eye = torch.eye(2 * self.problem.context_size + 1, dtype=tokens.dtype, device=tokens.device)
         positions = torch.cat([eye[: tokens.shape[1] - 1], eye[-1:]])
         positions = positions.expand(tokens.shape[0], -1, -1)
-        tokens = torch.cat([tokens[..., :-1], positions, tokens[..., -1:]], dim=-1)
+        tokens = torch.cat([tokens[..., :-m], positions, tokens[..., -m:]], dim=-1)
         return tokens[:, :-1], tokens[:, -1:]  # the y-slot stays last
 
     def forward(self, support_x, support_y, query_x):
@@ -200,7 +263,41 @@ class LSATransformer(InContextMethod):
             queries = queries + dampening * (new_queries - queries)
             if clip > 0:
                 context, queries = context.clamp(-clip, clip), queries.clamp(-clip, clip)
-        return read_prediction(queries).reshape(query_x.shape[0], query_x.shape[1], 1)
+        m = self.outputs
+        return read_prediction(queries, m).reshape(query_x.shape[0], query_x.shape[1], m)
+
+
+def copy_gd_construction(dim: int, outputs: int, context_size: int,
+                         scale: float) -> dict[str, Tensor]:  # fmt: skip
+    """The 2-layer model on interleaved tokens [x (dim), one-hot position (2N + 1), y
+    (outputs)] that is one GD step (von Oswald et al. 2023, sec. 6: a copy layer, then GD):
+
+    - ``0.*``, softmax: the token at position p attends to position p - 1 (score ``scale``,
+      all others 0) and adds that token's x-slot to its own, so each y_i token becomes
+      (x_i, y_i); x tokens and the query attend to a y token, whose x-slot is 0;
+    - ``1.*``, linear: the Prop. 1 GD layer on the x- and y-slots (its rate set by
+      :func:`set_copy_gd_rate`); x tokens have y = 0 and add nothing.
+    """
+    positions = 2 * context_size + 1
+    width = dim + positions + outputs
+    xs, ps, ys = slice(0, dim), slice(dim, dim + positions), slice(dim + positions, width)
+    zero = lambda: torch.zeros(1, width, width)  # noqa: E731
+    copy = {name: zero() for name in ("key", "query", "value", "projection")}
+    copy["key"][0, ps, ps] = torch.eye(positions)
+    copy["query"][0, ps, ps] = scale * torch.eye(positions).roll(-1, dims=0)
+    copy["query"][0, dim + positions - 1, dim] = 0.0  # position 0 has no predecessor
+    copy["value"][0, xs, xs] = torch.eye(dim)
+    copy["projection"][0, xs, xs] = torch.eye(dim)
+    gd = {name: zero() for name in ("key", "query", "value", "projection")}
+    gd["key"][0, xs, xs] = gd["query"][0, xs, xs] = torch.eye(dim)
+    gd["value"][0, ys, ys] = -torch.eye(outputs)
+    return {**{f"0.{k}": v for k, v in copy.items()}, **{f"1.{k}": v for k, v in gd.items()}}
+
+
+def set_copy_gd_rate(layer, eta: float, context_size: int, outputs: int) -> None:
+    """The GD layer's projection: ``eta / N`` on the y-slot (Prop. 1)."""
+    layer.projection.data.zero_()
+    layer.projection.data[0, -outputs:, -outputs:] = (eta / context_size) * torch.eye(outputs)
 
 
 @dataclass(frozen=True)
@@ -211,6 +308,10 @@ class GDConfig:
         False,
         help="one rate (and GD++ transform) shared by all K steps: the like-for-like "
         "reference for a tied (recurrent) LSA stack",
+    )
+    eta: float = param(
+        0.0, min=0.0, help="a fixed rate for every step, nothing fitted (0: rates fitted on "
+        "training tasks); for a learning-rate sweep",
     )
 
 
@@ -224,18 +325,19 @@ class GDReference(InContextMethod):
 
     def build_model(self, dim: int) -> nn.Module:
         model = nn.Module()
-        k = 1 if self.config.tied else self.config.steps
-        model.etas = nn.Parameter(torch.full((k,), float("nan")))
+        c = self.config
+        k = 1 if c.tied or c.eta else c.steps
+        model.etas = nn.Parameter(torch.full((k,), c.eta or float("nan")))
         model.gammas = nn.Parameter(torch.zeros(k), requires_grad=self.preconditioned)
         # Running sums of the one-step closed form (numerator, denominator).
         model.register_buffer("moments", torch.zeros(2, dtype=torch.float64))
-        if self.closed_form:
+        if self.closed_form or c.eta:
             model.etas.requires_grad_(False)
         return model
 
     @property
     def closed_form(self) -> bool:
-        return self.config.steps == 1 and not self.preconditioned
+        return self.config.steps == 1 and not self.preconditioned and not self.config.eta
 
     def step_parameters(self) -> tuple[Tensor, Tensor | None]:
         """The K per-step rates and (GD++ only) x-transforms; tied steps repeat one."""
@@ -282,6 +384,12 @@ class RidgeReference(InContextMethod):
 
 
 register_method("lsa", LSATransformer, "linear self-attention transformer (von Oswald 2023)")
+register_method(
+    "copy_gd",
+    LSATransformer,
+    "reference: hand-built copy layer + GD layer on interleaved tokens (von Oswald 2023)",
+    construction="copy_gd", layers=2, first_layer="softmax",
+)
 register_method("gd", GDReference, "reference: K steps of GD with fitted rates")
 register_method("gdpp", GDPlusPlusReference, "reference: GD++ (fitted rates and x-transforms)")
 register_method("ridge", RidgeReference, "reference: exact ridge regression on the context")

@@ -1,13 +1,21 @@
-"""What in-context learners add to their meta-test (``InContextMethod.analyse``).
+"""What in-context learners add to their meta-test (``InContextMethod.analyse``) and follow
+over training (``InContextMethod.monitor``).
 
 Loss vs context size and out-of-distribution curves (linear regression): the model beside
 GD (rate fitted at the training distribution), GD++ (as many steps as the model has layers,
-fitted there too) and ridge on the same tasks, with the context truncated to n points, or
-with inputs / teachers scaled by alpha.
+fitted there too) and ridge on the same tasks, with the context truncated to n points, with
+inputs / teachers scaled by alpha, or with inputs drawn from other distributions of the same
+variance (von Oswald et al. 2023, sec. 3).
 
-Alignment with one step of GD (von Oswald et al. 2023): over held-out linear-regression
-tasks, mean |y_model - y_GD|, mean ||s_model - s_GD|| and mean cosine(s_model, s_GD), where
-s = d y_hat / d x_query and GD uses the rate fitted in closed form on separate tasks.
+Alignment with one step of GD (von Oswald et al. 2023, sec. 3): over held-out
+linear-regression tasks, mean |y_model - y_GD|, mean ||s_model - s_GD|| and mean
+cosine(s_model, s_GD), where s = d y_hat / d x_query and GD uses the rate fitted in closed
+form on separate tasks; at the end of training, at every context size n <= N, and (as
+``monitor/align/*``) at every meta-validation.
+
+For particular models: the GD++ rate and transform a tied plain LSA stack implements (read
+from its weights); what the first, softmax layer of a trained model on interleaved tokens
+does besides copying; how close a trained GD-SSM layer is to its GD construction.
 """
 
 from __future__ import annotations
@@ -20,6 +28,7 @@ from torch import Tensor
 
 from mesabench_datasets.tasks import TaskSource, seeded_generator
 from methods.api import EpisodicMethod
+from methods.losses import per_task_loss
 from methods.reference_algorithms import gd_token_predict, optimal_one_step_rate, ridge_predict
 from methods.registry import METHODS
 
@@ -31,8 +40,24 @@ ANALYSIS, FIT = 4, 5  # seed roles, distinct from train / validation / test
 
 
 def is_linear_regression(source: TaskSource) -> bool:
-    """Whether the comparisons with GD, GD++ and ridge apply (non-causal squared loss)."""
-    return source.problem.loss == "half_mse" and not source.problem.causal
+    """Whether the comparisons with GD, GD++ and ridge apply (non-causal half squared loss)."""
+    return source.problem.loss in ("half_mse", "half_sse") and not source.problem.causal
+
+
+#: Tasks of the alignment measured at each meta-validation (a cheap look, not the final one).
+MONITOR_TASKS = 1000
+
+
+def monitor(method, source: TaskSource, seed: int) -> dict[str, float]:
+    """Alignment with one GD step now (``monitor/align/*``), on linear regression only."""
+    if not is_linear_regression(source):
+        return {}
+    eta = getattr(method, "_monitor_eta", None)
+    if eta is None:  # fitted once per run, on tasks of its own
+        eta = method._monitor_eta = fitted_gd_rate(source, method.device, seed=seed)
+    aligned = gd_alignment(method, source, tasks=MONITOR_TASKS, seed=seed, eta=eta)
+    return {k.replace("final/align/", "monitor/align/"): v for k, v in aligned.items()
+            if not k.endswith("gd_eta")}  # fmt: skip
 
 
 def analyse(method, source: TaskSource, log, seed: int) -> dict[str, float]:
@@ -63,8 +88,10 @@ def gd_alignment(
     tasks: int = 10_000,
     seed: int = 0,
     chunk: int = 2000,
+    eta: float | None = None,
 ) -> dict[str, float]:
-    eta = fitted_gd_rate(source, method.device, tasks=tasks, seed=seed)
+    if eta is None:
+        eta = fitted_gd_rate(source, method.device, tasks=tasks, seed=seed)
 
     def gd(sx, sy, qx):
         return gd_token_predict(sx, sy, qx, [eta])
@@ -136,11 +163,12 @@ def fitted_gdpp(
 
 
 def _losses(method, batch, eta: float, n: int, gdpp) -> tuple[float, ...]:
-    """Half-MSE of the model, one GD step, ridge and fitted GD++ with the first n points."""
+    """The task loss of the model, one GD step, ridge and fitted GD++ with the first n
+    points."""
     sx, sy, qx, qy = batch.support_x[:, :n], batch.support_y[:, :n], batch.query_x, batch.query_y
 
     def loss(pred: Tensor) -> float:
-        return (0.5 * (pred - qy).pow(2).mean()).item()
+        return per_task_loss(pred, qy, method.problem.loss).mean().item()
 
     # GD's rate is eta/N per point at the fitted N: keep the per-point step for smaller n.
     scale = n / batch.support_x.shape[1]
@@ -156,11 +184,31 @@ def _losses(method, batch, eta: float, n: int, gdpp) -> tuple[float, ...]:
     )
 
 
+def _alignment_at(method, batch, eta: float, n: int) -> tuple[float, float]:
+    """Mean |y_model - y_GD| and mean sensitivity cosine with the first n context points
+    (GD keeps its per-point step)."""
+    sx, sy, qx = batch.support_x[:, :n], batch.support_y[:, :n], batch.query_x
+    scale = n / batch.support_x.shape[1]
+
+    def gd(a, b, c):
+        return gd_token_predict(a, b, c, [eta * scale])
+
+    pred_m, sens_m = _with_sensitivity(method.forward, sx, sy, qx)
+    pred_g, sens_g = _with_sensitivity(gd, sx, sy, qx)
+    cosine = torch.nn.functional.cosine_similarity(sens_m, sens_g, dim=-1)
+    return (pred_m - pred_g).abs().mean().item(), cosine.mean().item()
+
+
+#: Test-time input distributions beside the training one (each with its variance).
+OOD_DISTRIBUTIONS = ("uniform", "normal", "laplace", "exponential")
+
+
 def context_and_ood_curves(
     method, source: TaskSource, recorder, tasks: int = 2000, seed: int = 0
 ) -> dict[str, float]:
-    """Log loss-vs-context and OOD curves (model, GD, ridge, and GD++ with as many steps as
-    the model has layers) and return summary metrics."""
+    """Log loss-vs-context (and alignment-vs-context) and OOD curves (model, GD, ridge, and
+    GD++ with as many steps as the model has layers) and return their values as final
+    metrics."""
     eta = fitted_gd_rate(source, method.device, seed=seed)
     gdpp = fitted_gdpp(
         source,
@@ -172,9 +220,11 @@ def context_and_ood_curves(
     gen = seeded_generator(ANALYSIS, seed, 1, device=method.device)
     batch = source.sample(tasks, gen)
     full = batch.support_x.shape[1]
+    final: dict[str, float] = {}
     curves: dict[str, list[tuple[float, tuple[float, ...]]]] = {"context": []}
     for n in range(1, full + 1):
         values = _losses(method, batch, eta, n, gdpp)
+        pred_diff, cosine = _alignment_at(method, batch, eta, n)
         curves["context"].append((n, values))
         recorder.log_metrics(
             {
@@ -182,6 +232,8 @@ def context_and_ood_curves(
                 "analysis/context_gd": values[1],
                 "analysis/context_ridge": values[2],
                 "analysis/context_gdpp": values[3],
+                "analysis/context_align_pred_diff": pred_diff,
+                "analysis/context_align_sens_cosine": cosine,
             },
             step=n,
         )
@@ -203,15 +255,24 @@ def context_and_ood_curves(
                 },
                 step=int(alpha * 100),
             )
+            kind = name.removeprefix("ood_")
+            final[f"final/ood/{kind}_x{alpha:g}_model"] = values[0]
+            final[f"final/ood/{kind}_x{alpha:g}_gd"] = values[1]
+    for dist in OOD_DISTRIBUTIONS:
+        shifted = dataclasses.replace(config, input_dist=dist)
+        values = _losses(method, shifted.build().sample(tasks, gen), eta, full, gdpp)
+        final[f"final/ood/dist_{dist}_model"] = values[0]
+        final[f"final/ood/dist_{dist}_gd"] = values[1]
     from methods.icl_figures import icl_curves_figure
 
     recorder.log_figure(icl_curves_figure(curves), "icl_curves.png")
-    doubled = dict(curves["ood_input"])[2.0]
-    return {"final/ood/input_x2_model": doubled[0], "final/ood/input_x2_gd": doubled[1]}
+    return final
 
 
-REPEATS = tuple(range(1, 9))
-DAMPENINGS = (1.0, 0.5)
+#: Repetitions of a trained layer, and the dampening of its update (the thesis repeats a
+#: trained layer 50 times with lambda = 0.75; GD is dampened alike).
+REPEATS = (*range(1, 9), 10, 15, 20, 30, 40, 50)
+DAMPENINGS = (1.0, 0.75, 0.5)
 INTERPOLATION = tuple(i / 10 for i in range(11))
 
 
@@ -261,8 +322,10 @@ def lsa_weight_analyses(method, source: TaskSource, recorder, tasks: int = 2000,
                 )
             curves[f"repeated layer, damp {damp}"] = model_curve
             curves[f"GD, damp {damp}"] = gd_curve
-            final[f"final/repeat/d{damp}_k{REPEATS[-1]}_model"] = model_curve[-1][1]
-            final[f"final/repeat/d{damp}_k{REPEATS[-1]}_gd"] = gd_curve[-1][1]
+            for k in (8, REPEATS[-1]):
+                at = REPEATS.index(k)
+                final[f"final/repeat/d{damp}_k{k}_model"] = model_curve[at][1]
+                final[f"final/repeat/d{damp}_k{k}_gd"] = gd_curve[at][1]
 
         key_query, proj_value = attention_products(block.attention)
         c = method.config
@@ -291,3 +354,119 @@ def lsa_weight_analyses(method, source: TaskSource, recorder, tasks: int = 2000,
         "lsa_weights.png",
     )
     return final
+
+
+# -- GD++ read from a tied stack's weights (thesis ch. 2) ----------------------------------
+def gdpp_extraction_applies(method, source: TaskSource) -> bool:
+    """A trained tied (recurrent) stack of plain linear layers on constructed tokens."""
+    c = method.config
+    return (
+        is_linear_regression(source) and c.tied and c.layers >= 2 and c.first_layer == "same"
+        and not (c.softmax or c.layernorm or c.mlp or c.embed or method.interleaved)
+    )  # fmt: skip
+
+
+def gdpp_parameters(layer, dim: int, context_size: int) -> tuple[float, float]:
+    """The GD++ rate and transform one plain linear attention layer implements on tokens
+    (x, y) with x in R^dim: per head, A = P W_V and B = W_K^T W_Q; the x-block of the update
+    is sum_h A_h,xx X^T X B_h,xx x (GD++: -gamma X^T X x) and the y-slot's
+    sum_h A_h,yy y^T X B_h,xx x (GD: -(eta / N) y^T X x). Each block is read as its mean
+    diagonal (a scaled identity in the construction; trained weights are close to one):
+    gamma = -sum_h a_h,xx b_h, eta = -N sum_h a_h,yy b_h, with b_h the mean diagonal of
+    B_h,xx. Rescaling W_K by c and W_V by 1 / c leaves both unchanged."""
+    from methods.attention import attention_products
+
+    with torch.no_grad():
+        key_query, proj_value = attention_products(layer)
+    b = key_query[:, :dim, :dim].diagonal(dim1=-2, dim2=-1).mean(-1)
+    a_xx = proj_value[:, :dim, :dim].diagonal(dim1=-2, dim2=-1).mean(-1)
+    a_yy = proj_value[:, dim:, dim:].diagonal(dim1=-2, dim2=-1).mean(-1)
+    return float(-context_size * (a_yy * b).sum()), float(-(a_xx * b).sum())
+
+
+def gdpp_extraction(method, source: TaskSource, tasks: int = 2000, seed: int = 0):
+    """The tied layer's GD++ rate and gamma, and the largest eigenvalue of X^T X on the
+    analysis tasks (mean, and largest over them: what gamma is compared with)."""
+    dim, n = source.problem.input_shape[0], source.problem.context_size
+    with torch.no_grad():
+        eta, gamma = gdpp_parameters(method.layer(0).attention, dim, n)
+        batch = source.sample(tasks, seeded_generator(ANALYSIS, seed, 3, device=method.device))
+        x = batch.support_x.double()
+        largest = torch.linalg.eigvalsh(x.transpose(1, 2) @ x)[:, -1]
+    return {
+        "final/gdpp/eta": eta,
+        "final/gdpp/gamma": gamma,
+        "final/data/xx_max_eig": largest.mean().item(),
+        "final/data/xx_max_eig_largest": largest.max().item(),
+    }
+
+
+# -- interleaved tokens: what the first (softmax) layer does (ICML'23 sec. 6) --------------
+def interleaved_ablations_apply(method, source: TaskSource) -> bool:
+    """A trained 2-layer model on interleaved tokens whose first layer is softmax."""
+    c = method.config
+    return (is_linear_regression(source) and method.interleaved and c.layers == 2
+            and c.first_layer == "softmax" and c.construction == "none")  # fmt: skip
+
+
+def interleaved_ablations(method, source: TaskSource, tasks: int = 2000, seed: int = 0):
+    """The trained model, and the same model with its first layer's update kept only where
+    copying needs it: on the context's y tokens (``copy_only``), or everywhere but the
+    query (``query_kept``); one GD step on the same tasks. If the model were "copy, then
+    one GD step", neither ablation would change its loss."""
+    batch = source.sample(tasks, seeded_generator(ANALYSIS, seed, 4, device=method.device))
+    sx, sy, qx, qy = batch
+    eta = fitted_gd_rate(source, method.device, seed=seed)
+    first, second = method.layer(0), method.layer(1)
+
+    def loss(keep_context: Tensor | None, keep_query: bool) -> float:
+        context, queries = method.tokens(sx, sy, qx)
+        new_context, new_queries = first(context, queries)
+        if keep_context is not None:
+            new_context = context + keep_context * (new_context - context)
+        if not keep_query:
+            new_queries = queries
+        _, out = second(new_context, new_queries)
+        m = method.outputs
+        pred = -out[..., -m:].reshape(qx.shape[0], qx.shape[1], m)
+        return per_task_loss(pred, qy, method.problem.loss).mean().item()
+
+    with torch.no_grad():
+        y_tokens = torch.zeros(2 * sx.shape[1], 1, device=sx.device)
+        y_tokens[1::2] = 1.0  # x_1, y_1, x_2, y_2, ...: the y tokens
+        gd = gd_token_predict(sx, sy, qx, [eta])
+        return {
+            "final/interleaved/model_loss": loss(None, True),
+            "final/interleaved/copy_only_loss": loss(y_tokens, False),
+            "final/interleaved/query_kept_loss": loss(None, False),
+            "final/interleaved/gd_loss": per_task_loss(gd, qy, method.problem.loss).mean().item(),
+        }
+
+
+# -- GD-SSM: the trained layer beside its construction (Sushma et al.) ----------------------
+def gdssm_parameters(method, source: TaskSource, seed: int = 0) -> dict[str, float]:
+    """How close a trained 1-layer GD-SSM is to its GD construction, in quantities that
+    rescaling (W by c, C by 1 / c) and a joint sign leave unchanged: |cosine| of the local
+    attention W, the selection D and the readout C with the construction's; the decay's
+    mean; and the rate the three implement, -N W_xy D_q c (c: C's mean diagonal), beside
+    the fitted one-step rate."""
+    from methods.ssm import gdssm_construction
+
+    layer = method.model.layers[0]
+    dim, n = source.problem.input_shape[0], source.problem.context_size
+    built = gdssm_construction(dim, 1.0, n, method.outputs)
+
+    def cosine(a: Tensor, b: Tensor) -> float:
+        return abs(torch.nn.functional.cosine_similarity(a.flatten(), b.flatten(), dim=0).item())
+
+    with torch.no_grad():
+        readout = layer.readout.detach().cpu()
+        rate = -n * layer.local[0, 1] * layer.select[2] * readout.diagonal().mean()
+        return {
+            "final/gdssm/local_cosine": cosine(layer.local.cpu(), built["local"]),
+            "final/gdssm/select_cosine": cosine(layer.select.cpu(), built["select"]),
+            "final/gdssm/readout_cosine": cosine(readout, built["readout"]),
+            "final/gdssm/decay_mean": layer.decay.mean().item(),
+            "final/gdssm/eta": float(rate),
+            "final/gdssm/gd_eta": fitted_gd_rate(source, method.device, seed=seed),
+        }

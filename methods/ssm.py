@@ -76,9 +76,11 @@ class GDSSMLayer(nn.Module):
         return updated, queries + (carried + mixed) @ self.readout.T
 
 
-def gdssm_construction(dim: int, eta: float, context_size: int) -> dict[str, Tensor]:
-    """Weights that make one GD-SSM layer one GD step from w = 0 (tokens of width dim + 1)."""
-    width = dim + 1
+def gdssm_construction(dim: int, eta: float, context_size: int,
+                       outputs: int = 1) -> dict[str, Tensor]:  # fmt: skip
+    """Weights that make one GD-SSM layer one GD step from w = 0 (tokens of width
+    dim + outputs)."""
+    width = dim + outputs
     local = torch.zeros(3, 3)
     local[0, 1] = 1.0  # A_t = x_t y_t^T
     select = torch.tensor([0.0, 0.0, 1.0])  # the window's x_t+1 (the query at the end)
@@ -98,8 +100,9 @@ class NaturalSequenceMethod(InContextMethod):
 
     def forward(self, support_x, support_y, query_x):
         tokens = interleaved_tokens(support_x, support_y, query_x)
-        out = read_prediction(self.final_token(tokens))  # [T * Q, 1]
-        return out.view(query_x.shape[0], query_x.shape[1], 1)
+        m = self.outputs
+        out = read_prediction(self.final_token(tokens), m)  # [T * Q, m]
+        return out.view(query_x.shape[0], query_x.shape[1], m)
 
 
 @dataclass(frozen=True)
@@ -118,12 +121,12 @@ class GDSSMConfig:
 class GatedHead(nn.Module):
     """(W_a h) * sigmoid(W_b h), then a linear map to one output."""
 
-    def __init__(self, dim: int, width: int):
+    def __init__(self, dim: int, width: int, outputs: int = 1):
         super().__init__()
         self.value, self.gate, self.out = (
             nn.Linear(dim, width),
             nn.Linear(dim, width),
-            nn.Linear(width, 1),
+            nn.Linear(width, outputs),
         )
 
     def forward(self, h: Tensor) -> Tensor:
@@ -137,25 +140,38 @@ class GDSSM(InContextMethod):
 
     def build_model(self, dim: int) -> nn.Module:
         c = self.config
-        width = (c.embed or dim) + 1
+        m = self.outputs
+        width = (c.embed or dim) + m
         model = nn.Module()
         model.embed = feature_map(dim, c.embed)
         model.layers = nn.ModuleList(GDSSMLayer(width, c.init_std) for _ in range(c.layers))
         model.head = None
         if c.head == "mlp":
             model.head = nn.Sequential(
-                nn.Linear(width, c.head_width), nn.ReLU(), nn.Linear(c.head_width, 1)
+                nn.Linear(width, c.head_width), nn.ReLU(), nn.Linear(c.head_width, m)
             )
         elif c.head == "gated":
-            model.head = GatedHead(width, c.head_width)
+            model.head = GatedHead(width, c.head_width, m)
         return model
+
+    def analyse(self, source, log, seed: int) -> dict[str, float]:
+        """The in-context learners' analyses, and for one plain layer its parameters beside
+        the GD construction (Sushma et al.)."""
+        from methods import icl_analyses
+
+        final = super().analyse(source, log, seed)
+        c = self.config
+        if icl_analyses.is_linear_regression(source) and c.layers == 1 and not c.embed \
+                and c.head == "none":  # fmt: skip
+            final.update(icl_analyses.gdssm_parameters(self, source, seed=seed))
+        return final
 
     def forward(self, support_x, support_y, query_x):
         x, queries = self.model.embed(support_x), self.model.embed(query_x)
-        context, queries = natural_context(x, support_y), query_tokens(queries)
+        context, queries = natural_context(x, support_y), query_tokens(queries, self.outputs)
         for layer in self.model.layers:
             context, queries = layer(context, queries)
-        pred = read_prediction(queries)
+        pred = read_prediction(queries, self.outputs)
         return pred if self.model.head is None else pred + self.model.head(queries)
 
 
@@ -192,7 +208,7 @@ class S5Control(NaturalSequenceMethod):
 
     def build_model(self, dim: int) -> nn.Module:
         return nn.ModuleList(
-            DiagonalSSM(dim + 1, self.config.hidden) for _ in range(self.config.layers)
+            DiagonalSSM(dim + self.outputs, self.config.hidden) for _ in range(self.config.layers)
         )
 
     def final_token(self, tokens: Tensor) -> Tensor:
@@ -213,9 +229,10 @@ class LSTMBaseline(NaturalSequenceMethod):
         c = self.config
         model = nn.Module()
         model.lstm = nn.LSTM(
-            dim + 1, c.hidden, c.layers, batch_first=True, bidirectional=self.bidirectional
-        )
-        model.head = nn.Linear(c.hidden * (2 if self.bidirectional else 1), dim + 1)
+            dim + self.outputs, c.hidden, c.layers, batch_first=True,
+            bidirectional=self.bidirectional,
+        )  # fmt: skip
+        model.head = nn.Linear(c.hidden * (2 if self.bidirectional else 1), dim + self.outputs)
         return model
 
     def final_token(self, tokens: Tensor) -> Tensor:

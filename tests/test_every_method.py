@@ -20,6 +20,7 @@ def _benchmark_for(method: str) -> str:
     """A benchmark the method accepts: a continual stream for continual learners, else
     synthetic regression tasks, else sequences."""
     from benchmarks.planning.config import ConfigError
+    from mesabench_core import IncompatibleSetting
     from mesabench_datasets.regression import LinRegConfig
 
     protocols = METHODS.get(method).value.cls.protocols
@@ -27,10 +28,15 @@ def _benchmark_for(method: str) -> str:
         return "mnist-rotations"
     if "online" in protocols:
         return "osaka-omniglot-p0.9"
+    entry = METHODS.get(method).value
     try:
-        METHODS.get(method).value.cls.check_problem(LinRegConfig().build().problem)
+        entry.cls.check_problem(LinRegConfig().build().problem)
     except ConfigError:
         return "lindyn"
+    try:  # a hand-built reference for the natural token sequence only
+        entry.cls.check_config(entry.cls.Config(**entry.defaults), LinRegConfig().build().problem)
+    except IncompatibleSetting:
+        return "linreg-icl-interleaved"
     return "linreg-icl"
 
 
@@ -54,7 +60,7 @@ def test_registered_method_runs_end_to_end(method, store, tmp_path):
     assert code == 0
     client = MlflowClient(store)
     (run,) = client.search_runs([client.get_experiment_by_name(benchmark).experiment_id])
-    assert run.info.status == "FINISHED"
+    assert run.info.status == "FINISHED" and run.data.tags["mesabench.method"] == method
     assert math.isfinite(run.data.metrics[final_metric])
 
 

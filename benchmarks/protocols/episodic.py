@@ -146,6 +146,7 @@ class EpisodicProtocol(Protocol):
         metrics = {"val/loss": per_task["loss"].mean().item()}
         if self.classification:
             metrics["val/accuracy"] = per_task["accuracy"].mean().item()
+        metrics.update(method.monitor(self.source, c.val_seed))
         return self._score(per_task), metrics
 
     # -- training -----------------------------------------------------------------------

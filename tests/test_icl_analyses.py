@@ -1,0 +1,281 @@
+"""The in-context analyses and settings behind the ICML'23 / blog / GD-SSM tables, each held
+to a hand-built model or a simulation with a known answer."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import pytest
+import torch
+
+from benchmarks.planning.plan import plan_run
+from benchmarks.protocols.recording import MemoryRecorder
+from benchmarks.running.execute import build_method, execute
+from mesabench_datasets.regression import LinRegConfig
+from mesabench_datasets.tasks import seeded_generator
+from methods import icl_analyses
+from methods.attention import LinearSelfAttention, gd_construction, gdpp_construction
+from methods.reference_algorithms import gd_token_predict
+
+
+def _plan(method: str, benchmark: str = "linreg-icl", **settings):
+    body = {"iterations": "2", "val_every": "1", "val_tasks": "20", "test_tasks": "100",
+            **{k: str(v) for k, v in settings.items()}}  # fmt: skip
+    return plan_run(method, benchmark, 0, body, device="cpu")
+
+
+def _set(layer: LinearSelfAttention, weights: dict) -> None:
+    with torch.no_grad():
+        for name, value in weights.items():
+            getattr(layer, name).copy_(value)
+
+
+# -- GD++ read from weights ---------------------------------------------------------------
+@pytest.mark.parametrize("heads", [1, 2])
+def test_gdpp_parameters_read_back_the_construction_and_ignore_rescaling(heads):
+    d, n, eta, gamma = 6, 9, 4.5, 0.07
+    built = gdpp_construction(d, eta, gamma, n)
+    if heads == 1:  # one head does both: A = diag(-gamma I, -eta/N), B = selects x
+        built = {k: v[:1].clone() for k, v in built.items()}
+        built["value"][0] = -torch.eye(d + 1)
+        built["value"][0, d, d] = -1.0
+        built["projection"][0] = torch.diag(torch.tensor([gamma] * d + [eta / n]))
+    layer = LinearSelfAttention(d + 1, heads)
+    _set(layer, built)
+    assert icl_analyses.gdpp_parameters(layer, d, n) == pytest.approx((eta, gamma), rel=1e-6)
+    with torch.no_grad():  # W_K x 3, W_V / 3: the same function, the same reading
+        layer.key.mul_(3.0)
+        layer.value.div_(3.0)
+    assert icl_analyses.gdpp_parameters(layer, d, n) == pytest.approx((eta, gamma), rel=1e-6)
+    # And the function is GD++ with those numbers (one step of the tied stack).
+    batch = LinRegConfig(dim=d, shots=n, queries=2).build().sample(50, seeded_generator(1))
+    from mesabench_datasets.tokens import context_tokens, query_tokens, read_prediction
+
+    context, queries = context_tokens(batch.support_x, batch.support_y), query_tokens(batch.query_x)
+    for _ in range(2):
+        context, queries = layer(context, queries)
+    expected = gd_token_predict(batch.support_x, batch.support_y, batch.query_x, [eta] * 2,
+                                [gamma] * 2)  # fmt: skip
+    torch.testing.assert_close(read_prediction(queries), expected, atol=2e-4, rtol=1e-3)
+
+
+def test_a_tied_stack_reports_its_gamma_and_the_eigenvalues_of_its_tasks():
+    plan = _plan("lsa", input_range="0.5", layers="2", tied="true", heads="2")
+    method = build_method(plan)
+    d, n = 10, 10
+    _set(method.layer(0).attention, gdpp_construction(d, 13.5, 0.176, n))
+    source = plan.task.build()
+    assert icl_analyses.gdpp_extraction_applies(method, source)
+    got = icl_analyses.gdpp_extraction(method, source, tasks=500)
+    assert (got["final/gdpp/eta"], got["final/gdpp/gamma"]) == pytest.approx((13.5, 0.176))
+    # Independent: NumPy's eigenvalues of X^T X over the same tasks.
+    batch = source.sample(500, seeded_generator(icl_analyses.ANALYSIS, 0, 3))
+    import numpy as np
+
+    x = batch.support_x.double().numpy()
+    largest = np.linalg.eigvalsh(np.einsum("tni,tnj->tij", x, x))[:, -1]
+    assert got["final/data/xx_max_eig"] == pytest.approx(largest.mean(), rel=1e-9)
+    assert got["final/data/xx_max_eig_largest"] == pytest.approx(largest.max(), rel=1e-9)
+
+
+# -- interleaved tokens: the hand-built copy + GD model ----------------------------------------
+@pytest.mark.parametrize("outputs", [1, 2])
+def test_the_copy_then_gd_construction_is_one_gd_step(outputs):
+    plan = _plan("copy_gd", "linreg-icl-interleaved", outputs=outputs, queries=3)
+    method = build_method(plan)
+    source = plan.task.build()
+    batch = source.sample(200, seeded_generator(3))
+    method.meta_train_step(batch)  # fits its rate in closed form
+    eta = method.model.blocks[1].attention.projection[0, -1, -1].item() * source.config.shots
+    test = source.sample(100, seeded_generator(4))
+    expected = gd_token_predict(test.support_x, test.support_y, test.query_x, [eta])
+    got = method.predict(test.support_x, test.support_y, test.query_x)
+    assert got.shape == expected.shape == (100, 3, outputs)
+    torch.testing.assert_close(got, expected, atol=1e-4, rtol=1e-4)
+    # Its rate is the closed-form optimum of the batch it saw (the gd reference's).
+    from methods.reference_algorithms import optimal_one_step_rate
+
+    num, den = optimal_one_step_rate(*batch)
+    assert eta == pytest.approx((num / den).item() * source.config.shots, rel=1e-5)
+
+
+def test_the_interleaved_ablations_leave_a_copy_then_gd_model_unchanged():
+    """A 'trained' model holding the construction: copying is all its first layer does, so
+    keeping that layer's update on the y tokens only changes nothing, and it equals GD."""
+    plan = _plan("lsa", "linreg-icl-interleaved")
+    method = build_method(plan)
+    constructed = build_method(_plan("copy_gd", "linreg-icl-interleaved"))
+    source = plan.task.build()
+    constructed.meta_train_step(source.sample(2000, seeded_generator(5)))
+    method.model.load_state_dict(constructed.model.state_dict(), strict=False)
+    assert icl_analyses.interleaved_ablations_apply(method, source)
+    got = icl_analyses.interleaved_ablations(method, source, tasks=500)
+    for key in ("copy_only_loss", "query_kept_loss", "gd_loss"):
+        assert got[f"final/interleaved/{key}"] == pytest.approx(
+            got["final/interleaved/model_loss"], rel=0.02)  # fmt: skip
+    # A first layer that also moves the query is caught: its update scaled on the query.
+    with torch.no_grad():
+        method.model.blocks[0].attention.projection[0].mul_(3.0)
+    moved = icl_analyses.interleaved_ablations(method, source, tasks=500)
+    assert moved["final/interleaved/model_loss"] > 1.5 * moved["final/interleaved/gd_loss"]
+
+
+# -- GD-SSM beside its construction ---------------------------------------------------------
+def test_gdssm_parameters_of_the_construction():
+    from methods.ssm import gdssm_construction
+
+    plan = _plan("gdssm", input_range="0.5")
+    method = build_method(plan)
+    source = plan.task.build()
+    eta = icl_analyses.fitted_gd_rate(source, method.device)
+    built = gdssm_construction(10, eta, 10)
+    with torch.no_grad():
+        for name, value in built.items():
+            getattr(method.model.layers[0], name).copy_(-2.0 * value if name == "local"
+                                                        else value)  # fmt: skip
+        method.model.layers[0].readout.div_(-2.0)  # (-2 W, -C / 2): the same function
+    got = icl_analyses.gdssm_parameters(method, source)
+    for part in ("local", "select", "readout"):
+        assert got[f"final/gdssm/{part}_cosine"] == pytest.approx(1.0)
+    assert got["final/gdssm/decay_mean"] == 1.0
+    assert got["final/gdssm/eta"] == pytest.approx(eta, rel=1e-6)
+    assert got["final/gdssm/gd_eta"] == pytest.approx(eta, rel=1e-9)
+
+
+# -- alignment: over training, and at each context size --------------------------------------
+def test_the_one_step_reference_is_aligned_with_gd_at_every_context_size_and_step():
+    plan = _plan("gd", input_range="0.5", iterations="40", val_every="20")
+    recorder = MemoryRecorder()
+    final = execute(plan, recorder)
+    monitored = [v for _, v in recorder.metrics["monitor/align/sens_cosine"]]
+    assert len(monitored) == 2 and all(v == pytest.approx(1.0, abs=1e-6) for v in monitored)
+    cosines = [v for _, v in recorder.metrics["analysis/context_align_sens_cosine"]]
+    assert len(cosines) == 10 and min(cosines) == pytest.approx(1.0, abs=1e-6)
+    # GD's own rate is fitted on other tasks than the analysis': a small, nonzero difference.
+    assert 0 < final["final/align/pred_diff"] < 0.01
+
+
+def test_a_constructed_lsa_layer_is_gd_at_every_context_size():
+    plan = _plan("lsa", input_range="0.5")
+    method = build_method(plan)
+    source = plan.task.build()
+    eta = icl_analyses.fitted_gd_rate(source, method.device)
+    _set(method.layer(0).attention, gd_construction(10, eta, 10))
+    batch = source.sample(300, seeded_generator(7))
+    for n in (1, 4, 10):
+        diff, cosine = icl_analyses._alignment_at(method, batch, eta, n)
+        assert diff < 1e-5 and cosine == pytest.approx(1.0, abs=1e-5)
+
+
+# -- out of distribution -------------------------------------------------------------------
+@pytest.mark.parametrize("dist, kurtosis", [("normal", 3.0), ("laplace", 6.0)])
+def test_other_input_distributions_keep_the_variance_and_the_closed_form_holds(dist, kurtosis):
+    config = LinRegConfig(input_range=0.5, input_dist=dist, queries=4)
+    batch = config.build().sample(40_000, seeded_generator(2))
+    x = batch.support_x.double()
+    assert x.var().item() == pytest.approx(0.25 / 3, rel=0.01)
+    assert (x.pow(4).mean() / x.pow(2).mean() ** 2).item() == pytest.approx(kurtosis, rel=0.05)
+    eta, loss = config.build().one_step_gd_optimum()
+    # Independent: the rate fitted on these tasks and its loss, against the closed form.
+    from methods.reference_algorithms import optimal_one_step_rate
+
+    num, den = optimal_one_step_rate(*batch)
+    fitted = (num / den).item() * 10
+    assert fitted == pytest.approx(eta, rel=0.03)
+    pred = gd_token_predict(batch.support_x, batch.support_y, batch.query_x, [eta])
+    assert (0.5 * (pred - batch.query_y).pow(2).mean()).item() == pytest.approx(loss, rel=0.03)
+
+
+def test_exponential_inputs_are_shifted_by_their_own_scale():
+    x = LinRegConfig(input_range=0.5, input_dist="exponential").build().sample(
+        20_000, seeded_generator(2)).support_x  # fmt: skip
+    std = 0.5 / math.sqrt(3)
+    assert x.min().item() >= 0 and x.mean().item() == pytest.approx(std, rel=0.02)
+    assert x.std().item() == pytest.approx(std, rel=0.02)
+
+
+def test_the_analysis_logs_every_ood_scale_and_distribution():
+    plan = _plan("gd", input_range="0.5", iterations="20", val_every="20")
+    final = execute(plan, MemoryRecorder())
+    for kind, scales in (("input", icl_analyses.INPUT_SCALES),
+                         ("teacher", icl_analyses.TEACHER_SCALES)):  # fmt: skip
+        for alpha in scales:
+            assert f"final/ood/{kind}_x{alpha:g}_model" in final
+    for dist in icl_analyses.OOD_DISTRIBUTIONS:
+        # The gd method is GD: its loss equals the GD reference's on the same tasks.
+        assert final[f"final/ood/dist_{dist}_model"] == pytest.approx(
+            final[f"final/ood/dist_{dist}_gd"], rel=0.02)  # fmt: skip
+    # A teacher twice as large quadruples a linear predictor's loss.
+    assert final["final/ood/teacher_x2_gd"] / final["final/ood/teacher_x1_gd"] == pytest.approx(
+        4.0, rel=0.15)  # fmt: skip
+
+
+# -- a finite pool of training tasks -------------------------------------------------------------
+def test_a_task_pool_fixes_the_training_teachers_only():
+    config = LinRegConfig(dim=4, shots=6, task_pool=3, pool_seed=5)
+    source = config.build()
+    pool = source.pool()
+    assert torch.equal(pool, LinRegConfig(dim=4, shots=6, task_pool=3, pool_seed=5).build().pool())
+
+    def misfit(split: str) -> torch.Tensor:
+        """Each task's smallest misfit of y = x W over the pool's teachers W."""
+        b = source.sample(300, seeded_generator(1), split)
+        return torch.stack([(b.support_x @ w - b.support_y).abs().amax(dim=(1, 2))
+                            for w in pool], dim=1).min(dim=1).values  # fmt: skip
+
+    assert misfit("train").max().item() < 1e-5  # every training task: a pool teacher
+    assert misfit("test").min().item() > 1e-2  # no test task is
+
+
+# -- a fixed rate and vector-valued targets ------------------------------------------------------
+def test_gd_with_a_fixed_rate_fits_nothing():
+    method = build_method(_plan("gd", eta="2.5", steps="3"))
+    batch = LinRegConfig().build().sample(20, seeded_generator(1))
+    method.meta_train_step(batch)
+    got = method.predict(batch.support_x, batch.support_y, batch.query_x)
+    torch.testing.assert_close(got, gd_token_predict(batch.support_x, batch.support_y,
+                                                     batch.query_x, [2.5] * 3))  # fmt: skip
+
+
+@pytest.mark.parametrize("method_name", ["gd", "gdssm", "lsa"])
+def test_vector_targets_are_each_output_regressed_alike(method_name):
+    """GD on m outputs is m independent GD steps; the GD-SSM and LSA constructions with an
+    m-wide y-slot compute exactly that."""
+    from methods.ssm import gdssm_construction
+
+    plan = _plan(method_name, outputs=3, queries=2)
+    method = build_method(plan)
+    batch = plan.task.build().sample(40, seeded_generator(6))
+    eta = 1.7
+    if method_name == "gdssm":
+        with torch.no_grad():
+            for name, value in gdssm_construction(10, eta, 10, outputs=3).items():
+                getattr(method.model.layers[0], name).copy_(value)
+    elif method_name == "lsa":
+        built = gd_construction(10, eta, 10)
+        width = 13
+        for name in built:
+            grown = torch.zeros(1, width, width)
+            grown[0, :10, :10] = built[name][0, :10, :10]
+            if name in ("value", "projection"):
+                grown[0, 10:, 10:] = built[name][0, 10, 10] * torch.eye(3)
+            built[name] = grown
+        _set(method.layer(0).attention, built)
+    else:
+        method = build_method(_plan("gd", outputs=3, queries=2, eta=str(eta)))
+    got = method.predict(batch.support_x, batch.support_y, batch.query_x)
+    assert got.shape == (40, 2, 3)
+    for k in range(3):
+        one = gd_token_predict(batch.support_x, batch.support_y[..., k:k + 1], batch.query_x, [eta])
+        torch.testing.assert_close(got[..., k:k + 1], one, atol=1e-4, rtol=1e-4)
+    # The loss sums the outputs' half squared errors (averaged over queries).
+    assert plan.task.build().problem.loss == "half_sse"
+
+
+def test_runs_on_vector_targets_are_scored_per_point():
+    final = execute(_plan("gd", outputs=2, iterations="30", val_every="30", queries="5"),
+                    MemoryRecorder())  # fmt: skip
+    # Two outputs: twice one output's loss (the closed form per output, summed).
+    _, per_output = dataclasses.replace(LinRegConfig(), outputs=1).build().one_step_gd_optimum()
+    assert final["final/test_loss"] == pytest.approx(2 * per_output, rel=0.06)
