@@ -6,6 +6,7 @@ ordinary training on fresh task batches. They need flat regression tasks.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -50,9 +51,37 @@ class InContextMethod(EpisodicMethod):
         #: The target's width m (vector-valued regression: a y-slot of m entries).
         self.outputs = problem.output_dim
         self.model = self.build_model(problem.input_shape[0]).to(device)
-        params = [p for p in self.model.parameters() if p.requires_grad]
-        lr = getattr(config, "lr", 1e-3)
-        self.optimizer = torch.optim.Adam(params, lr=lr) if params else None
+        self.optimizer = self._optimizer()
+        #: Outer steps taken (a learning-rate schedule reads it; saved with the state).
+        self.steps_taken = 0
+
+    def _optimizer(self) -> torch.optim.Optimizer | None:
+        """Adam on the trained parameters; a config with ``recurrent_lr`` gives the
+        parameters :meth:`recurrent_parameters` names that rate (0: the common one)."""
+        lr = getattr(self.config, "lr", 1e-3)
+        recurrent_lr = getattr(self.config, "recurrent_lr", 0.0)
+        slow = {id(p) for p in self.recurrent_parameters()} if recurrent_lr else set()
+        groups = [
+            {"params": [p for p in self.model.parameters()
+                        if p.requires_grad and id(p) not in slow], "lr": lr},
+            {"params": [p for p in self.model.parameters()
+                        if p.requires_grad and id(p) in slow], "lr": recurrent_lr},
+        ]  # fmt: skip
+        groups = [g for g in groups if g["params"]]
+        return torch.optim.Adam(groups) if groups else None
+
+    def recurrent_parameters(self) -> list[Tensor]:
+        """Parameters of a recurrence (trained at ``recurrent_lr`` where set). None here."""
+        return []
+
+    def _schedule(self) -> None:
+        """A cosine decay of every group's rate over the run (``lr_schedule = cosine``)."""
+        if getattr(self.config, "lr_schedule", "constant") != "cosine" or not self.total_steps:
+            return
+        factor = 0.5 * (1.0 + math.cos(math.pi * min(self.steps_taken / self.total_steps, 1.0)))
+        for group in self.optimizer.param_groups:
+            group.setdefault("initial_lr", group["lr"])
+            group["lr"] = group["initial_lr"] * factor
 
     def build_model(self, dim: int) -> nn.Module:
         raise NotImplementedError
@@ -64,12 +93,14 @@ class InContextMethod(EpisodicMethod):
         pred = self.forward(batch.support_x, batch.support_y, batch.query_x)
         loss = per_task_loss(pred, batch.query_y, self.problem.loss).mean()
         if self.optimizer is not None:
+            self._schedule()
             self.optimizer.zero_grad(set_to_none=True)
             loss.backward()
             clip = getattr(self.config, "grad_clip", 0.0)
             if clip > 0:
                 nn.utils.clip_grad_norm_(self.model.parameters(), clip)
             self.optimizer.step()
+        self.steps_taken += 1
         return {"loss": loss.item()}
 
     def predict(self, support_x, support_y, query_x, steps=None) -> Tensor:
@@ -83,12 +114,14 @@ class InContextMethod(EpisodicMethod):
         return {
             "model": self.model.state_dict(),
             "optimizer": self.optimizer.state_dict() if self.optimizer else None,
+            "steps_taken": self.steps_taken,
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.model.load_state_dict(state["model"])
         if self.optimizer is not None:
             self.optimizer.load_state_dict(state["optimizer"])
+        self.steps_taken = state.get("steps_taken", 0)  # (learners saved before it: 0)
 
     def analyse(self, source: TaskSource, log: ArtifactLog, seed: int) -> dict[str, float]:
         """On linear regression: alignment with one GD step, and loss vs context size and

@@ -69,7 +69,18 @@ def analyse(method, source: TaskSource, log, seed: int) -> dict[str, float]:
     final = gd_alignment(method, source, seed=seed)
     final["final/align/wall_time_s"] = time.perf_counter() - began
     final.update(context_and_ood_curves(method, source, log, seed=seed))
+    if getattr(source.config, "task_pool", 0):
+        final["final/pool/train_loss"] = pool_loss(method, source, seed=seed)
     return final
+
+
+def pool_loss(method, source: TaskSource, tasks: int = 2000, seed: int = 0) -> float:
+    """The model's loss on tasks of its fixed training pool (new inputs, the pool's
+    teachers): against the test loss on new teachers, what it memorised."""
+    batch = source.sample(tasks, seeded_generator(ANALYSIS, seed, 5, device=method.device),
+                          "train")  # fmt: skip
+    pred = method.predict(batch.support_x, batch.support_y, batch.query_x)
+    return per_task_loss(pred, batch.query_y, method.problem.loss).mean().item()
 
 
 def _with_sensitivity(predict, sx: Tensor, sy: Tensor, qx: Tensor) -> tuple[Tensor, Tensor]:
@@ -410,35 +421,30 @@ def interleaved_ablations_apply(method, source: TaskSource) -> bool:
 
 
 def interleaved_ablations(method, source: TaskSource, tasks: int = 2000, seed: int = 0):
-    """The trained model, and the same model with its first layer's update kept only where
-    copying needs it: on the context's y tokens (``copy_only``), or everywhere but the
-    query (``query_kept``); one GD step on the same tasks. If the model were "copy, then
-    one GD step", neither ablation would change its loss."""
+    """The trained model, and the same model without its first layer's update of the query
+    (``query_kept``), beside one GD step on the same tasks. A model that is "copy, then one
+    GD step" needs its first layer for the context only (to pair each y_i with its x_i), so
+    the ablation leaves its loss unchanged; where it does not, the first layer also computes
+    on the query. (Which slots the copy writes is the model's choice, positions included:
+    no cut of the context's update says "copying only".)"""
     batch = source.sample(tasks, seeded_generator(ANALYSIS, seed, 4, device=method.device))
     sx, sy, qx, qy = batch
     eta = fitted_gd_rate(source, method.device, seed=seed)
     first, second = method.layer(0), method.layer(1)
+    m = method.outputs
 
-    def loss(keep_context: Tensor | None, keep_query: bool) -> float:
+    def loss(keep_query: bool) -> float:
         context, queries = method.tokens(sx, sy, qx)
         new_context, new_queries = first(context, queries)
-        if keep_context is not None:
-            new_context = context + keep_context * (new_context - context)
-        if not keep_query:
-            new_queries = queries
-        _, out = second(new_context, new_queries)
-        m = method.outputs
+        _, out = second(new_context, new_queries if keep_query else queries)
         pred = -out[..., -m:].reshape(qx.shape[0], qx.shape[1], m)
         return per_task_loss(pred, qy, method.problem.loss).mean().item()
 
     with torch.no_grad():
-        y_tokens = torch.zeros(2 * sx.shape[1], 1, device=sx.device)
-        y_tokens[1::2] = 1.0  # x_1, y_1, x_2, y_2, ...: the y tokens
         gd = gd_token_predict(sx, sy, qx, [eta])
         return {
-            "final/interleaved/model_loss": loss(None, True),
-            "final/interleaved/copy_only_loss": loss(y_tokens, False),
-            "final/interleaved/query_kept_loss": loss(None, False),
+            "final/interleaved/model_loss": loss(True),
+            "final/interleaved/query_kept_loss": loss(False),
             "final/interleaved/gd_loss": per_task_loss(gd, qy, method.problem.loss).mean().item(),
         }
 

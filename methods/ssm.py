@@ -114,7 +114,13 @@ class GDSSMConfig:
     )
     head_width: int = param(40, min=1)
     init_std: float = param(0.02, min=0.0)
-    lr: float = param(2e-4, min=0.0, help="AdamW lr (public code: 2e-4)")
+    lr: float = param(2e-4, min=0.0, help="Adam lr (the paper's appendix: 2e-4)")
+    recurrent_lr: float = param(
+        0.0, min=0.0, help="Adam lr of the recurrence's decay (the appendix: 1e-4; 0: lr)"
+    )
+    lr_schedule: Literal["constant", "cosine"] = param(
+        "constant", help="cosine: every rate decays to 0 over the run (the appendix's)"
+    )
     grad_clip: float = param(1.0, min=0.0)
 
 
@@ -153,6 +159,9 @@ class GDSSM(InContextMethod):
         elif c.head == "gated":
             model.head = GatedHead(width, c.head_width, m)
         return model
+
+    def recurrent_parameters(self) -> list[Tensor]:
+        return [layer.decay for layer in self.model.layers]
 
     def analyse(self, source, log, seed: int) -> dict[str, float]:
         """The in-context learners' analyses, and for one plain layer its parameters beside

@@ -17,7 +17,7 @@ from benchmarks.store.tracking import MlflowTracker
 from benchmarks.sweeps.sweep import plan_cells
 from tests.helpers import python_env
 
-PAPER = Claim("a line", "sinusoid-5shot", "maml", "final/test_loss", paper=1.0,
+PAPER = Claim("a line", "sinusoid-5shot", "maml", "final/test_loss", target=1.0,
               tolerance=0.02, relative=True)  # fmt: skip
 
 
@@ -53,12 +53,12 @@ def test_an_interval_wholly_outside_the_band_is_not_reproduced():
 
 
 def test_one_sided_bands():
-    floor = Claim("acc", "b", "m", "final/test_accuracy", paper=0.987, check="at_least",
+    floor = Claim("acc", "b", "m", "final/test_accuracy", target=0.987, check="at_least",
                   tolerance=0.007)  # fmt: skip
     assert judge(floor, {0: 0.9801}).verdict == "reproduced"  # 98.0 or better
     assert judge(floor, {0: 0.9799}).verdict == "not reproduced"
     assert judge(floor, {0: 0.999}).verdict == "reproduced"  # above the paper is fine
-    ceiling = Claim("loss", "b", "m", "final/test_loss", paper=0.133, check="at_most")
+    ceiling = Claim("loss", "b", "m", "final/test_loss", target=0.133, check="at_most")
     assert judge(ceiling, {0: 0.111}).verdict == "reproduced"
     assert judge(ceiling, {0: 0.1331}).verdict == "not reproduced"
 
@@ -92,6 +92,8 @@ def test_the_catalog_is_consistent_and_every_line_plans(tmp_path):
                 plan_cells(claim_spec(claim, preset, (0,), str(tmp_path)))
     with pytest.raises(ValueError, match="unknown line"):
         check_catalog([Table("t", "t", "s", (Claim("x", "b", "m", "final/x", versus="y"),))])
+    with pytest.raises(ValueError, match="does not cite its source"):
+        check_catalog([Table("t", "t", "s", (Claim("x", "b", "m", "final/x", target=1.0),))])
 
 
 TINY = {"iterations": "1", "val_every": "1", "val_tasks": "2", "test_tasks": "8"}
@@ -117,7 +119,7 @@ TINY_TABLE = Table(
             "maml",
             "final/test_loss",
             TINY,
-            paper=123.0,
+            target=123.0,
             tolerance=0.02,
             relative=True,
         ),
@@ -235,3 +237,71 @@ def test_a_tables_cost_counts_each_run_once_and_says_what_is_unmeasured():
     ))  # fmt: skip
     assert table.runs_per_seed("cpu") == 2
     assert table.cost_s("cpu", seeds=3) == (30.0, 3)
+
+
+def test_a_tables_figure_is_drawn_from_the_store_with_its_data(tmp_path, capsys):
+    """The figure's CSV holds each line's mean and std over seeds (recomputed here from
+    MLflow's client) and a logged history's mean by step; the report shows the table."""
+    from benchmarks.published.figures import Fixed, History, Panel, Points, TableFigure
+    from benchmarks.published.reproduce import write_figure
+
+    figure = TableFigure("this test's figure", (
+        Panel("Test loss", "method", "loss", (
+            Points("final loss", ((1.0, "maml"), (2.0, "fomaml = maml (paired)"))),
+            Fixed("a published pair", ((1.0, 0.5), (2.0, 0.6))),
+        )),
+        Panel("Training", "iteration", "loss", (History("maml, train", "maml", "train/loss"),)),
+    ))  # fmt: skip
+    table = Table("tiny-figure", TINY_TABLE.title, TINY_TABLE.source, TINY_TABLE.claims,
+                  seeds="0-1", figure=figure)  # fmt: skip
+    tracker = MlflowTracker(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    outcome = reproduce(table, tracker, "quick", workers=2, warm=True)
+    png = write_figure(outcome, tracker.client, tmp_path / "figures")
+    assert png is not None and png.read_bytes()[:4] == b"\x89PNG"
+    import csv
+
+    rows = list(csv.reader(png.with_suffix(".csv").read_text().splitlines()))[1:]
+    client = MlflowClient(tracker.uri)
+    experiment = client.get_experiment_by_name("sinusoid-5shot").experiment_id
+    by_method: dict[str, list] = {}
+    for run in client.search_runs([experiment], "attributes.status = 'FINISHED'"):
+        if "mesabench.method" in run.data.tags:
+            by_method.setdefault(run.data.tags["mesabench.method"], []).append(run)
+    for x, method in (("1.0", "maml"), ("2.0", "fomaml")):
+        values = [r.data.metrics["final/test_loss"] for r in by_method[method]]
+        mean, _ = _t_interval(values)
+        std = math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
+        (row,) = [r for r in rows if r[1] == "final loss" and r[3] == x]
+        assert float(row[4]) == pytest.approx(mean) and float(row[5]) == pytest.approx(std)
+        assert row[6] == "2"
+    histories = [{m.step: m.value for m in client.get_metric_history(r.info.run_id,
+                                                                      "train/loss")}
+                 for r in by_method["maml"]]  # fmt: skip
+    steps = sorted(set().union(*histories))
+    trained = [r for r in rows if r[1] == "maml, train"]
+    assert [float(r[3]) for r in trained] == steps
+    assert float(trained[0][4]) == pytest.approx(sum(h[steps[0]] for h in histories) / 2)
+    assert [r[4] for r in rows if r[1] == "a published pair"] == ["0.5", "0.6"]
+    text = markdown(outcome, tracker.uri, figure="img/tiny-figure.png")
+    assert "![this test's figure](img/tiny-figure.png)" in text
+
+    from benchmarks.published.report_sections import table_sections
+    from benchmarks.store.reader import open_reader
+
+    (section,) = table_sections(tracker.client, open_reader(tracker.uri), [table],
+                                tmp_path / "report")  # fmt: skip
+    assert "tiny-figure" in section and 'data-verdict="basis"' in section
+    assert "data:image/png;base64," in section and "figures/tiny-figure.csv" in section
+
+
+def test_reproduce_figure_and_report_tables_refuse_bad_input_in_one_line(tmp_path, capsys):
+    (tmp_path / "a-file").write_text("")
+    store = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    assert main(["reproduce", "icml23-one-step", "--no-run", "--figure",
+                 str(tmp_path / "a-file"), "--tracking-uri", store]) == 2  # fmt: skip
+    assert "--figure" in capsys.readouterr().err
+    assert main(["reproduce", "icml23-one-step", "--no-run", "--figure",
+                 str(tmp_path / "no" / "such"), "--tracking-uri", store]) == 2  # fmt: skip
+    assert main(["report", "--all", "--tables", "no-such-table", "--output",
+                 str(tmp_path / "r"), "--tracking-uri", store]) == 2  # fmt: skip
+    assert "unknown table 'no-such-table'" in capsys.readouterr().err

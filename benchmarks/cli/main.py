@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
@@ -139,6 +141,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="run only the lines whose label contains this (and what they are "
                      "held to); every line is still judged from the store")  # fmt: skip
     rep.add_argument("--markdown", action="store_true", help="print the RESULTS.md table")
+    rep.add_argument("--figure", default=None, metavar="FOLDER",
+                     help="draw the table's figure from the store into FOLDER (PNG and CSV)")
     rep.add_argument("--tracking-uri", default=None)
     rep.add_argument("--data-root", default=None, help="folder with real datasets")
     return parser
@@ -289,6 +293,7 @@ def cmd_reproduce(args, console: Console) -> int:
         reproduce,
         rows,
         verdict_counts,
+        write_figure,
     )
     from benchmarks.published.tables import TABLES, check_preset, table_named
     from benchmarks.store.tracking import MlflowTracker
@@ -309,6 +314,7 @@ def cmd_reproduce(args, console: Console) -> int:
     if args.workers < 1:
         raise UsageError(f"--workers must be >= 1 (got {args.workers})")
     lines_to_run(table, args.lines)  # a typo refused before the store is opened
+    folder = None if args.figure is None else _figure_folder(args.figure)
     _report_plugin_errors(console)
     tracker = MlflowTracker(args.tracking_uri)
     say = (lambda line: log.info(line)) if args.markdown else console.print
@@ -316,8 +322,16 @@ def cmd_reproduce(args, console: Console) -> int:
         table, tracker, args.preset, args.seeds, args.workers, args.warm,
         run=not args.no_run, data_root=args.data_root, progress=say, lines=args.lines,
     )  # fmt: skip
+    link = None
+    if folder is not None:
+        png = write_figure(outcome, tracker.client, folder)
+        if png is None:
+            say(f"no figure: {table.name} declares none, or none of its lines has run")
+        else:
+            link = _link(png)
+            say(f"figure: {png} (its data: {png.with_suffix('.csv')})")
     if args.markdown:
-        sys.stdout.write(markdown(outcome, tracker.uri, args.lines, args.data_root))
+        sys.stdout.write(markdown(outcome, tracker.uri, args.lines, args.data_root, link))
     else:
         shown = Table(title=f"{table.title} ({table.name}, preset {args.preset})")
         for header in HEADERS:
@@ -329,6 +343,27 @@ def cmd_reproduce(args, console: Console) -> int:
     if outcome.failed:
         console.print(f"{outcome.failed} cell(s) FAILED or KILLED: their lines count as not run")
     return EXIT_FAILED if outcome.failed else EXIT_OK
+
+
+def _figure_folder(text: str) -> Path:
+    """``--figure``'s folder: created if its parent exists; one line if it cannot be."""
+    folder = Path(text)
+    if folder.exists() and not folder.is_dir():
+        raise UsageError(f"--figure {text}: a file is there; name a folder")
+    if not folder.exists() and not folder.parent.is_dir():
+        raise UsageError(f"--figure {text}: folder {folder.parent} does not exist")
+    if not os.access(folder if folder.exists() else folder.parent, os.W_OK):
+        raise UsageError(f"--figure {text}: not writable")
+    return folder
+
+
+def _link(png: Path) -> str:
+    """How docs/RESULTS.md links a figure: relative to docs/ where it lies under it."""
+    docs = Path("docs").resolve()
+    try:
+        return png.resolve().relative_to(docs).as_posix()
+    except ValueError:
+        return str(png)
 
 
 def _results_command(name: str):

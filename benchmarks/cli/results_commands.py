@@ -58,6 +58,11 @@ def add_commands(sub) -> None:
     report = sub.add_parser("report", help="write a static HTML report (tables and figures)")
     _selection(report)
     report.add_argument("--output", required=True, help="folder for index.html")
+    report.add_argument(
+        "--tables", default=None, metavar="NAMES",
+        help="published tables to include with their figures: a comma list or 'all' "
+        "(default with --all: every table with runs in the store; otherwise none)",
+    )  # fmt: skip
 
     ui = sub.add_parser("ui", help="start the MLflow UI on 127.0.0.1 against the store")
     ui.add_argument("--tracking-uri", default=None)
@@ -185,11 +190,33 @@ def cmd_report(args, console: Console) -> int:
     from benchmarks.store.tracking import open_for_reading
 
     output = _writable(args.output, "folder")
+    tables = _report_tables(args)
     client = open_for_reading(args.tracking_uri)  # a read-only store is read as it is
-    boards = _boards(args, open_reader(args.tracking_uri, client))
-    path = write_report(client, boards, output)
-    console.print(f"report: {path.resolve()} ({len(boards)} benchmark(s))")
+    reader = open_reader(args.tracking_uri, client)
+    boards = _boards(args, reader)
+    extra = []
+    if tables:
+        from benchmarks.published.report_sections import table_sections
+
+        extra = table_sections(client, reader, tables, output)
+    path = write_report(client, boards, output, extra)
+    console.print(f"report: {path.resolve()} ({len(boards)} benchmark(s), {len(extra)} "
+                  "published table(s))")  # fmt: skip
     return 0
+
+
+def _report_tables(args) -> list:
+    """The tables ``--tables`` names (checked before the store is opened)."""
+    from benchmarks.published.tables import TABLES, table_named
+
+    if args.tables is None:
+        return list(TABLES.values()) if args.all else []
+    names = [n.strip() for n in args.tables.split(",") if n.strip()]
+    if not names:
+        raise ResultsUsageError("--tables needs a table name, a comma list of them, or 'all'")
+    if names == ["all"]:
+        return list(TABLES.values())
+    return [table_named(name) for name in names]
 
 
 def ui_command(uri: str, port: int, workers: int = 1) -> list[str]:

@@ -172,8 +172,6 @@ _IN_CONTEXT = [
     (r"final/data/xx_max_eig", None, "largest eigenvalue of X^T X, mean over tasks"),
     (r"final/data/xx_max_eig_largest", None, "largest eigenvalue of X^T X over the tasks"),
     (r"final/interleaved/model_loss", "lower", "loss of the trained interleaved-token model"),
-    (r"final/interleaved/copy_only_loss", None,
-     "loss with the first layer's update kept on the y tokens only"),
     (r"final/interleaved/query_kept_loss", None,
      "loss with the first layer's update taken off the query"),
     (r"final/interleaved/gd_loss", None, "loss of one fitted GD step on the same tasks"),
@@ -182,6 +180,8 @@ _IN_CONTEXT = [
     (r"final/gdssm/decay_mean", None, "mean decay of the trained GD-SSM's recurrence"),
     (r"final/gdssm/eta", None, "one-step rate the trained GD-SSM layer implements"),
     (r"final/gdssm/gd_eta", None, "fitted one-step GD rate on the same task family"),
+    (r"final/pool/train_loss", None,
+     "loss on tasks of the fixed training pool (its teachers, new inputs)"),
     (
         r"final/repeat/d([\d.]+)_k(\d+)_model",
         "lower",

@@ -8,15 +8,17 @@ store by its configuration hash and judged.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import os
 import platform
 import shlex
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 
 from benchmarks.planning.config import ConfigError
-from benchmarks.published.tables import Claim, Judged, Table, judge_table
+from benchmarks.published.claims import Claim, Judged, Table, judge_table
 from benchmarks.sweeps.sweep import SweepSpec, parse_seeds, plan_cells, run_sweeps
 
 
@@ -30,6 +32,8 @@ class Outcome:
     seeds: tuple[int, ...]
     lines: list[Judged]
     failed: int = 0
+    #: Each line's runs by seed (run id, final metrics), for the table's figure.
+    runs: dict[str, dict[int, tuple[str, dict[str, float]]]] = field(default_factory=dict)
 
 
 def claim_spec(claim: Claim, preset: str, seeds: Sequence[int], data_root=None) -> SweepSpec:
@@ -45,26 +49,28 @@ def claim_spec(claim: Claim, preset: str, seeds: Sequence[int], data_root=None) 
     )
 
 
-def values_by_seed(
-    tracker, reader, claim: Claim, seeds: Sequence[int], hashes: set[str]
-) -> dict[int, float]:
-    """The line's metric per seed, from the newest FINISHED run of each of its cells (the
-    runs of its configuration ``hashes``, read through ``reader``)."""
+def runs_by_seed(
+    reader, claim: Claim, seeds: Sequence[int], hashes: set[str]
+) -> dict[int, tuple[str, dict[str, float]]]:
+    """The newest FINISHED run of each of the line's cells (the runs of its configuration
+    ``hashes``, read through ``reader``), by seed: its id and its final metrics."""
     from benchmarks.results.leaderboards import read_runs
 
-    experiment = tracker.experiment_id(claim.benchmark, create=False)
+    experiment = reader.experiment_id(claim.benchmark)
     if experiment is None:
         return {}
     newest: dict[int, tuple] = {}
     for run in read_runs(reader, experiment, ("mesabench.config_hash", hashes)):
         if run.status != "FINISHED" or run.method != claim.method or run.seed not in seeds:
             continue
-        value = run.metrics.get(claim.metric)
-        if value is None:
-            continue
         if run.seed not in newest or run.start_time > newest[run.seed][0]:
-            newest[run.seed] = (run.start_time, value)
-    return {seed: value for seed, (_, value) in newest.items()}
+            newest[run.seed] = (run.start_time, run.run_id, run.metrics)
+    return {seed: (run_id, metrics) for seed, (_, run_id, metrics) in newest.items()}
+
+
+def values_by_seed(runs: dict[int, tuple[str, dict[str, float]]], metric: str) -> dict[int, float]:
+    """``metric`` of each seed's run, where it logged it."""
+    return {seed: metrics[metric] for seed, (_, metrics) in runs.items() if metric in metrics}
 
 
 def lines_to_run(table: Table, text: str | None) -> tuple[Claim, ...]:
@@ -121,11 +127,53 @@ def reproduce(
         failed = sum(len(result.failed) + len(result.killed) for result in results)
         if any(result.interrupted for result in results):
             raise KeyboardInterrupt
-    reader = open_reader(tracker.uri, tracker.client)
-    values = {
-        c.label: values_by_seed(tracker, reader, c, chosen, hashes[c.label]) for c in table.claims
-    }
-    return Outcome(table, preset, chosen, judge_table(table, values), failed)
+    outcome = judged(table, preset, chosen, open_reader(tracker.uri, tracker.client), hashes)
+    return dataclasses.replace(outcome, failed=failed)
+
+
+def judged(table: Table, preset: str, seeds: Sequence[int], reader,
+           hashes: dict[str, set[str]] | None = None) -> Outcome:  # fmt: skip
+    """The table judged from what the store ``reader`` reads holds (nothing is run)."""
+    if hashes is None:
+        hashes = {c.label: set(plan_cells(claim_spec(c, preset, seeds)).values())
+                  for c in table.claims}  # fmt: skip
+    read: dict[tuple, dict] = {}  # lines of one configuration share its runs
+    runs = {}
+    for claim in table.claims:
+        key = (claim.benchmark, claim.method, frozenset(hashes[claim.label]))
+        if key not in read:
+            read[key] = runs_by_seed(reader, claim, seeds, hashes[claim.label])
+        runs[claim.label] = read[key]
+    values = {c.label: values_by_seed(runs[c.label], c.metric) for c in table.claims}
+    return Outcome(table, preset, tuple(seeds), judge_table(table, values), 0, runs)
+
+
+def write_figure(outcome: Outcome, client, folder: Path) -> Path | None:
+    """The table's figure (PNG) and its data (CSV, beside it) in ``folder``, drawn from the
+    runs the outcome read; None when the table has none or no point to draw."""
+    from benchmarks.published.figures import draw_table_figure, figure_data
+
+    declared = outcome.table.figure
+    if declared is None:
+        return None
+    metric_of = {c.label: c.metric for c in outcome.table.claims}
+
+    def history(run_id: str, key: str) -> dict[int, float]:
+        return {m.step: m.value for m in client.get_metric_history(run_id, key)}
+
+    title = f"{outcome.table.name} ({outcome.preset})"
+    data = figure_data(title, declared, outcome.runs, metric_of, history)
+    figure = draw_table_figure(data, declared)
+    if figure is None:
+        return None
+    import matplotlib.pyplot as plt
+
+    folder.mkdir(parents=True, exist_ok=True)
+    png = folder / f"{outcome.table.name}.png"
+    figure.savefig(png, dpi=100)
+    plt.close(figure)
+    (folder / f"{outcome.table.name}.csv").write_text(data.csv(), encoding="utf-8")
+    return png
 
 
 # -- presenting ----------------------------------------------------------------------------
@@ -145,7 +193,7 @@ def target_text(line: Judged) -> str:
     claim = line.claim
     if claim.versus is not None:
         return f"{_number(line.target)} ({claim.versus})"
-    return _number(claim.paper)
+    return _number(claim.target)
 
 
 def difference_text(line: Judged) -> str:
@@ -157,14 +205,16 @@ def difference_text(line: Judged) -> str:
     return f"{diff.mean:+.3g} [{diff.mean - diff.ci95:+.3g}, {diff.mean + diff.ci95:+.3g}]"
 
 
-HEADERS = ("line", "method", "metric", "target", "ours: mean ± std over seeds (n)",
-           "ours - target: mean [95% CI, Student t]", "band", "verdict")  # fmt: skip
+HEADERS = ("line", "method", "metric", "target", "target from",
+           "ours: mean ± std over seeds (n)", "ours - target: mean [95% CI, Student t]",
+           "band", "verdict")  # fmt: skip
 
 
 def rows(outcome: Outcome) -> list[tuple[str, ...]]:
     return [
         (line.claim.label, line.claim.method, line.claim.metric, target_text(line),
-         ours_text(line), difference_text(line), line.claim.band_text(), line.verdict)
+         line.claim.source_text(), ours_text(line), difference_text(line),
+         line.claim.band_text(), line.verdict)
         for line in outcome.lines
     ]  # fmt: skip
 
@@ -194,7 +244,8 @@ def command_line(
 
 
 def markdown(
-    outcome: Outcome, uri: str, lines: str | None = None, data_root: str | None = None
+    outcome: Outcome, uri: str, lines: str | None = None, data_root: str | None = None,
+    figure: str | None = None,
 ) -> str:
     """The table as docs/RESULTS.md carries it, with the command and store it came from."""
     table = outcome.table
@@ -211,8 +262,12 @@ def markdown(
     if table.note:
         text += [table.note, ""]
     text += ["| " + " | ".join(HEADERS) + " |", "|" + "---|" * len(HEADERS)]
-    text += ["| " + " | ".join(row) + " |" for row in rows(outcome)]
+    text += ["| " + " | ".join(row.replace("|", "\\|") for row in line) + " |"
+             for line in rows(outcome)]  # fmt: skip
     text += ["", f"Verdicts: {verdict_counts(outcome)}."]
+    if figure is not None and table.figure is not None:
+        text += ["", f"![{table.figure.source}]({figure}) (its data: "
+                     f"{Path(figure).with_suffix('.csv')})"]  # fmt: skip
     return "\n".join(text) + "\n"
 
 

@@ -14,6 +14,7 @@ import base64
 import html
 import io
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
 from benchmarks.results.formats import as_html_table, standalone_page
@@ -36,6 +37,11 @@ def _histories(client, run_ids: list[str]) -> dict[str, list[dict[int, float]]]:
             history = client.get_metric_history(run_id, key)
             out.setdefault(key, []).append({m.step: m.value for m in history})
     return out
+
+
+def image_tag(data: bytes, label: str) -> str:
+    """A PNG embedded as a data URI (the page needs neither the store nor a network)."""
+    return _image(data, label)
 
 
 def _image(data: bytes, label: str) -> str:
@@ -85,7 +91,8 @@ def _figures(client, board: Leaderboard, output: Path) -> str:
     return "".join(parts)
 
 
-def report_page(client, boards: list[Leaderboard], output: Path) -> str:
+def report_page(client, boards: list[Leaderboard], output: Path,
+                extra: Sequence[str] = ()) -> str:  # fmt: skip
     sections = []
     for board in boards:
         sections.append(f'<section id="{html.escape(board.benchmark)}">')
@@ -93,13 +100,14 @@ def report_page(client, boards: list[Leaderboard], output: Path) -> str:
         sections.append(as_html_table(board))
         sections.append(_figures(client, board, output))
         sections.append("</section>")
-    return standalone_page("mesabench report", sections)
+    return standalone_page("mesabench report", [*sections, *extra])
 
 
-def write_report(client, boards: list[Leaderboard], output: Path) -> Path:
+def write_report(client, boards: list[Leaderboard], output: Path,
+                 extra: Sequence[str] = ()) -> Path:  # fmt: skip
     """Write ``index.html`` (and each figure's PNG and CSV under ``figures/``) into
-    ``output``; return the page's path."""
+    ``output``, with ``extra`` HTML sections after the boards; return the page's path."""
     output.mkdir(parents=True, exist_ok=True)
     path = output / "index.html"
-    path.write_text(report_page(client, boards, output), encoding="utf-8")
+    path.write_text(report_page(client, boards, output, extra), encoding="utf-8")
     return path

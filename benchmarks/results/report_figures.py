@@ -29,6 +29,29 @@ FONT_SIZE = 11
 
 
 @dataclass(frozen=True)
+class Axis:
+    """How one panel is drawn: its labels and scales."""
+
+    xlabel: str
+    ylabel: str
+    log_y: bool = False
+    log_x: bool = False
+
+
+#: Colours for series the suite's figures do not name (a published table's), in order.
+_CYCLE = ("tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown",
+          "tab:pink", "tab:gray", "tab:olive", "tab:cyan")  # fmt: skip
+
+
+def colour_for(label: str, used: set[str]) -> str:
+    """The series' fixed colour where the suite names it, else the first colour of the
+    cycle not yet ``used`` in its panel (a legend never shows one colour twice)."""
+    if label in COLOURS:
+        return COLOURS[label]
+    return next((c for c in _CYCLE if c not in used), _CYCLE[len(used) % len(_CYCLE)])
+
+
+@dataclass(frozen=True)
 class Panel:
     """One axis of a row's figure: a title, an x label, a scale and its series."""
 
@@ -132,6 +155,9 @@ class FigureData:
         writer = csv.writer(buffer, lineterminator="\n")
         writer.writerow(["panel", "series", "colour", "x", "mean", "std_over_seeds", "n_seeds"])
         for c in self.curves:
+            if not c.x:  # a level: one value across the panel
+                writer.writerow([c.panel, c.label, c.colour, "", repr(c.mean[0]), "", 0])
+                continue
             for x, mean, std, n in zip(c.x, c.mean, c.std, c.n, strict=True):
                 writer.writerow([c.panel, c.label, c.colour, repr(x), repr(mean),
                                  "" if std is None else repr(std), n])  # fmt: skip
@@ -191,12 +217,14 @@ def figure_data(title: str, histories: dict[str, list[dict[int, float]]]) -> Fig
     return data
 
 
-def draw(data: FigureData) -> Figure | None:
-    """The figure of ``data``: one axis per panel with curves, mean line and std band."""
+def draw(data: FigureData, axes_of: dict[str, Axis] | None = None) -> Figure | None:
+    """The figure of ``data``: one axis per panel with curves, mean line and std band; a
+    curve without x (a level) is a dashed horizontal line. ``axes_of`` gives each panel's
+    labels and scales (default: the report's :data:`PANELS`)."""
     panels = list(dict.fromkeys(c.panel for c in data.curves))
     if not panels:
         return None
-    spec = {p.title: p for p in PANELS}
+    spec = axes_of or {p.title: Axis(p.xlabel, p.ylabel, p.log_y) for p in PANELS}
     with plt.rc_context({"font.size": FONT_SIZE}):
         # At most two panels a line: the figure stays ~1000 px wide, shown unscaled.
         columns = min(2, len(panels))
@@ -209,6 +237,10 @@ def draw(data: FigureData) -> Figure | None:
         for ax, title in zip(axes.flat, panels, strict=False):
             panel = spec[title]
             for curve in (c for c in data.curves if c.panel == title):
+                if not curve.x:  # a level across the panel
+                    ax.axhline(curve.mean[0], color=curve.colour, linestyle="--",
+                               label=curve.label)  # fmt: skip
+                    continue
                 marker = "o" if len(curve.x) < 12 else None
                 ax.plot(curve.x, curve.mean, color=curve.colour, label=curve.label,
                         marker=marker)  # fmt: skip
@@ -220,11 +252,13 @@ def draw(data: FigureData) -> Figure | None:
                                     color=curve.colour, alpha=0.2, linewidth=0)  # fmt: skip
             if panel.log_y and all(v > 0 for c in data.curves if c.panel == title for v in c.mean):
                 ax.set_yscale("log")
+            if panel.log_x and all(x > 0 for c in data.curves if c.panel == title for x in c.x):
+                ax.set_xscale("log")
             ax.set_title(title)
             ax.set_xlabel(panel.xlabel)
             ax.set_ylabel(panel.ylabel)
             ax.legend(fontsize=FONT_SIZE - 1)
-        seeds = max(n for c in data.curves for n in c.n)
+        seeds = max((n for c in data.curves for n in c.n), default=0)
         band = "band: ±1 std over seeds" if seeds > 1 else "one seed: no band"
         fig.suptitle(f"{data.title} — mean over {seeds} seed(s); {band}", fontsize=FONT_SIZE + 1)
         fig.tight_layout()

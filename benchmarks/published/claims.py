@@ -1,0 +1,188 @@
+"""Published tables and claims as lines the suite can run and judge.
+
+A :class:`Table` is a list of :class:`Claim` lines. Each line is one configuration of one
+method on one benchmark (run over the table's seeds as an ordinary sweep, so cells already
+FINISHED in the store are reused) and one metric of it, held to a target: a number (from
+the paper's text or table, read off one of its figures, taken from its public code, or
+derived by the suite), or another line's value (a relation such as "GD-SSM equals one GD
+step" or "sparse-C-MAML is at least C-MAML"). A line with neither is a basis for other
+lines. Every target says where it comes from (:data:`Provenance`, and ``cite``: the table,
+figure or section).
+
+The verdict of a line compares ``ours - target`` with the line's band, per seed and paired
+(a relation pairs the two lines' runs over the seeds both have; the same seed draws the
+same test tasks for every method of a benchmark):
+
+- **reproduced**: the mean difference is inside the band;
+- **within noise**: it is not, but the 95% Student-t interval of the mean difference
+  reaches into the band (more seeds could settle it either way);
+- **not reproduced**: the whole interval lies outside the band (or n = 1 and the mean does);
+- **not run**: no FINISHED run of the line (or of the line it is compared with).
+
+Presets set the budget: ``quick`` (minutes on a laptop, a smoke check: verdicts at this
+budget say little about the paper), ``cpu`` (the budget docs/RESULTS.md reports on a 2-core
+CPU; each table's note says what it shrinks) and ``paper`` (the published settings).
+``cost_s`` gives the wall seconds of one run at a preset on the 2-core CPU, measured or
+extrapolated from a measured run (absent: unknown).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Literal
+
+from benchmarks.results.statistics import SeedStats, seed_stats
+
+if TYPE_CHECKING:  # the figure's types only (published.figures imports no claims)
+    from benchmarks.published.figures import TableFigure
+
+PRESETS = ("quick", "cpu", "paper")
+Check = Literal["within", "at_least", "at_most"]
+Verdict = Literal["reproduced", "within noise", "not reproduced", "not run", "basis"]
+#: Where a target comes from: the paper's text or a table (``published``), read off one of
+#: its figures (``figure``), its public code or notebooks (``public code``), or computed by
+#: the suite (``derived``: a closed form or a simulation, named in ``cite``).
+Provenance = Literal["published", "figure", "public code", "derived"]
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One line of a table: a configuration's metric held to a target."""
+
+    label: str
+    benchmark: str
+    method: str
+    metric: str
+    #: Settings of every preset (``--set`` keys), then each preset's own on top.
+    settings: Mapping[str, str] = field(default_factory=dict)
+    budget: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    #: The benchmark's own preset (``--preset``) to use at each of ours, if any.
+    benchmark_preset: Mapping[str, str] = field(default_factory=dict)
+    #: The number the line is held to (a fraction for accuracies, as ours), or None.
+    target: float | None = None
+    #: Or the label of another line of the table, whose value is the target.
+    versus: str | None = None
+    check: Check = "within"
+    #: The band's width: a fraction of the target (``relative``) or in the metric's units.
+    tolerance: float = 0.0
+    relative: bool = False
+    #: Where the target (or the relation, for ``versus``) comes from, and where exactly.
+    provenance: Provenance = "published"
+    cite: str = ""
+    #: Wall seconds of one run on the 2-core CPU (one core each), per preset: measured, or
+    #: extrapolated linearly in iterations from a measured run of the same line.
+    cost_s: Mapping[str, float] = field(default_factory=dict)
+
+    def overrides(self, preset: str) -> dict[str, str]:
+        return {**self.settings, **self.budget.get(preset, {})}
+
+    def band_text(self) -> str:
+        if self.target is None and self.versus is None:
+            return "-"
+        width = f"{self.tolerance:.0%}" if self.relative else f"{self.tolerance:g}"
+        return {
+            "within": f"within ±{width}",
+            "at_least": f"at least target - {width}" if self.tolerance else "at least target",
+            "at_most": f"at most target + {width}" if self.tolerance else "at most target",
+        }[self.check]
+
+    def source_text(self) -> str:
+        """``published (ICML'23 sec. 3)``: where the target or relation comes from."""
+        if self.target is None and self.versus is None:
+            return "-"
+        return f"{self.provenance} ({self.cite})" if self.cite else self.provenance
+
+
+@dataclass(frozen=True)
+class Table:
+    """A published table or claim, as lines the suite can run and judge."""
+
+    name: str
+    title: str
+    source: str
+    claims: tuple[Claim, ...]
+    seeds: str = "0-2"
+    note: str = ""
+    #: The paper's figure, drawn from the store (``report``, ``reproduce --figure``).
+    figure: TableFigure | None = None
+
+    def runs_per_seed(self, preset: str) -> int:
+        """Distinct runs per seed (lines that read other metrics of one run share it)."""
+        return len({run_key(c, preset) for c in self.claims})
+
+    def cost_s(self, preset: str, seeds: int) -> tuple[float, int]:
+        """Wall seconds of the table's runs whose cost is known (one core each, all seeds),
+        and the number of runs whose cost is not."""
+        per_run: dict[tuple, float | None] = {}
+        for claim in self.claims:
+            per_run[run_key(claim, preset)] = claim.cost_s.get(preset)
+        known = [cost for cost in per_run.values() if cost is not None]
+        return seeds * math.fsum(known), seeds * (len(per_run) - len(known))
+
+
+def run_key(claim: Claim, preset: str) -> tuple:
+    """What makes two lines read the same runs."""
+    return (claim.benchmark, claim.method, tuple(sorted(claim.overrides(preset).items())),
+            claim.benchmark_preset.get(preset))  # fmt: skip
+
+
+# -- judging --------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Judged:
+    """A line's numbers and verdict."""
+
+    claim: Claim
+    ours: SeedStats
+    target: float | None  # the line's number or the other line's mean
+    difference: SeedStats  # of ours - target, paired per seed
+    verdict: Verdict
+
+
+def band_limits(claim: Claim, target: float) -> tuple[float, float]:
+    """The accepted interval of ``ours - target``."""
+    width = claim.tolerance * abs(target) if claim.relative else claim.tolerance
+    if claim.check == "within":
+        return -width, width
+    if claim.check == "at_least":
+        return -width, math.inf
+    return -math.inf, width
+
+
+def judge(
+    claim: Claim, ours: Mapping[int, float], versus: Mapping[int, float] | None = None
+) -> Judged:
+    """The verdict of ``claim`` from its values by seed (and the compared line's, if any)."""
+    stats = seed_stats(list(ours.values()))
+    if claim.target is None and claim.versus is None:
+        return Judged(claim, stats, None, stats, "basis" if stats.n else "not run")
+    if claim.versus is not None:
+        shared = sorted(set(ours) & set(versus or {}))
+        differences = [ours[s] - versus[s] for s in shared]  # type: ignore[index]
+        target = seed_stats([versus[s] for s in shared]).mean  # type: ignore[index]
+    else:
+        differences = [value - claim.target for value in ours.values()]  # type: ignore[operator]
+        target = claim.target
+    difference = seed_stats(differences)
+    if difference.n == 0 or difference.mean is None or target is None:
+        return Judged(claim, stats, target, difference, "not run")
+    low, high = band_limits(claim, target)
+    if low <= difference.mean <= high:
+        verdict: Verdict = "reproduced"
+    elif difference.ci95 is not None and (
+        difference.mean - difference.ci95 <= high and difference.mean + difference.ci95 >= low
+    ):
+        verdict = "within noise"
+    else:
+        verdict = "not reproduced"
+    return Judged(claim, stats, target, difference, verdict)
+
+
+def judge_table(table: Table, values: Mapping[str, Mapping[int, float]]) -> list[Judged]:
+    """Every line's verdict, from each line's values by seed (keyed by label)."""
+    return [
+        judge(claim, values.get(claim.label, {}),
+              values.get(claim.versus, {}) if claim.versus else None)
+        for claim in table.claims
+    ]  # fmt: skip
