@@ -451,28 +451,31 @@ def interleaved_ablations(method, source: TaskSource, tasks: int = 2000, seed: i
 
 # -- GD-SSM: the trained layer beside its construction (Sushma et al.) ----------------------
 def gdssm_parameters(method, source: TaskSource, seed: int = 0) -> dict[str, float]:
-    """How close a trained 1-layer GD-SSM is to its GD construction, in quantities that
-    rescaling (W by c, C by 1 / c) and a joint sign leave unchanged: |cosine| of the local
-    attention W, the selection D and the readout C with the construction's; the decay's
-    mean; and the rate the three implement, -N W_xy D_q c (c: C's mean diagonal), beside
+    """How close a trained 1-layer GD-SSM is to its GD construction, in what its prediction
+    depends on, and in quantities that rescaling (W by c, C by 1 / c) and a joint sign leave
+    unchanged: |cosine| of the local attention W and the selection D with the
+    construction's, and of the readout's y rows (the prediction reads the y-slot only) with
+    the construction's; the decay on the state's x-by-y block (the GD gradient's); and the
+    rate the three implement, -N W_xy D_q c (c: the y-block's mean diagonal of C), beside
     the fitted one-step rate."""
     from methods.ssm import gdssm_construction
 
     layer = method.model.layers[0]
-    dim, n = source.problem.input_shape[0], source.problem.context_size
-    built = gdssm_construction(dim, 1.0, n, method.outputs)
+    dim, n, m = source.problem.input_shape[0], source.problem.context_size, method.outputs
+    built = gdssm_construction(dim, 1.0, n, m)
 
     def cosine(a: Tensor, b: Tensor) -> float:
         return abs(torch.nn.functional.cosine_similarity(a.flatten(), b.flatten(), dim=0).item())
 
     with torch.no_grad():
-        readout = layer.readout.detach().cpu()
-        rate = -n * layer.local[0, 1] * layer.select[2] * readout.diagonal().mean()
+        readout = layer.readout.detach().cpu()[-m:]  # the y rows: all the prediction reads
+        c = readout[:, -m:].diagonal().mean()
+        rate = -n * layer.local[0, 1].cpu() * layer.select[2].cpu() * c
         return {
             "final/gdssm/local_cosine": cosine(layer.local.cpu(), built["local"]),
             "final/gdssm/select_cosine": cosine(layer.select.cpu(), built["select"]),
-            "final/gdssm/readout_cosine": cosine(readout, built["readout"]),
-            "final/gdssm/decay_mean": layer.decay.mean().item(),
+            "final/gdssm/readout_cosine": cosine(readout, built["readout"][-m:]),
+            "final/gdssm/decay_mean": layer.decay[:dim, -m:].mean().item(),
             "final/gdssm/eta": float(rate),
             "final/gdssm/gd_eta": fitted_gd_rate(source, method.device, seed=seed),
         }

@@ -146,6 +146,13 @@ def test_gdssm_parameters_of_the_construction():
     assert got["final/gdssm/decay_mean"] == 1.0
     assert got["final/gdssm/eta"] == pytest.approx(eta, rel=1e-6)
     assert got["final/gdssm/gd_eta"] == pytest.approx(eta, rel=1e-9)
+    # What the prediction never reads (the readout's x rows) changes nothing; its y row does.
+    with torch.no_grad():
+        method.model.layers[0].readout[:10] = torch.randn(10, 11)
+    assert icl_analyses.gdssm_parameters(method, source) == pytest.approx(got)
+    with torch.no_grad():
+        method.model.layers[0].readout[10, :10] = 1.0
+    assert icl_analyses.gdssm_parameters(method, source)["final/gdssm/readout_cosine"] < 0.5
 
 
 # -- alignment: over training, and at each context size --------------------------------------
