@@ -62,14 +62,31 @@ class IncompatibleSetting(BadInput):
 
 
 # -- validated fields -------------------------------------------------------------------------
-def param(default: Any, *, min: float | None = None, max: float | None = None, help: str = ""):
-    """A dataclass field with an allowed range and a one-line description."""
-    return dataclasses.field(default=default, metadata={"min": min, "max": max, "help": help})
+def param(default: Any, *, min: float | None = None, max: float | None = None, help: str = "",
+          added: str | None = None):  # fmt: skip
+    """A dataclass field with an allowed range and a one-line description.
+
+    ``added`` (the version that brought the field) marks a field added to a config that runs
+    were already recorded with: while it holds its default it is left out of the plan's
+    identity (:func:`identity_dict`), so that those runs keep their cells and rows.
+    """
+    meta = {"min": min, "max": max, "help": help, "added": added}
+    return dataclasses.field(default=default, metadata=meta)
 
 
 def as_dict(config: Any) -> dict[str, Any]:
     """A config dataclass's fields by name (one level: values are kept as they are)."""
     return {f.name: getattr(config, f.name) for f in dataclasses.fields(config)}
+
+
+def identity_dict(config: Any) -> dict[str, Any]:
+    """The fields that identify a configuration: :func:`as_dict` without the fields added
+    later (``param(added=...)``) that still hold their default."""
+    return {
+        f.name: getattr(config, f.name)
+        for f in dataclasses.fields(config)
+        if not (f.metadata.get("added") and getattr(config, f.name) == f.default)
+    }
 
 
 # -- registries -------------------------------------------------------------------------------
@@ -146,5 +163,6 @@ __all__ = [
     "Settings",
     "__version__",
     "as_dict",
+    "identity_dict",
     "param",
 ]

@@ -86,14 +86,19 @@ class LinRegConfig:
         "constructed", help="token-based in-context learners get (x_i, y_i) or x_1, y_1, ..."
     )
     input_dist: InputDist = param(
-        "uniform", help="input distribution, with U(-r, r)'s variance (tests out of distribution)"
+        "uniform", added="0.2",
+        help="input distribution, with U(-r, r)'s variance (tests out of distribution)",
     )
-    outputs: int = param(1, min=1, help="target dimension (vector-valued regression: y = W x)")
+    outputs: int = param(
+        1, min=1, added="0.2", help="target dimension (vector-valued regression: y = W x)"
+    )
     task_pool: int = param(
         0, min=0, help="training teachers drawn from a fixed pool of this many (0: a fresh "
-        "teacher every task); validation and test teachers are always fresh",
+        "teacher every task); validation and test teachers are always fresh", added="0.2",
     )
-    pool_seed: int = param(0, min=0, help="seed of the fixed pool of training teachers")
+    pool_seed: int = param(
+        0, min=0, added="0.2", help="seed of the fixed pool of training teachers"
+    )
 
     def build(self) -> LinRegTasks:
         return LinRegTasks(self)

@@ -171,9 +171,11 @@ class LSAConfig:
         "none",
         help="copy_gd: no training; the hand-built 2-layer model on interleaved tokens (a "
         "softmax layer copying each x_i into its y_i token, then one GD step at the rate "
-        "fitted in closed form)",
+        "fitted in closed form)", added="0.2",
     )
-    copy_scale: float = param(50.0, min=0.0, help="softmax scale of the constructed copy layer")
+    copy_scale: float = param(
+        50.0, min=0.0, added="0.2", help="softmax scale of the constructed copy layer"
+    )
 
     def check(self) -> None:
         if self.construction == "copy_gd" and (
@@ -344,7 +346,7 @@ class GDConfig:
     )
     eta: float = param(
         0.0, min=0.0, help="a fixed rate for every step, nothing fitted (0: rates fitted on "
-        "training tasks); for a learning-rate sweep",
+        "training tasks); for a learning-rate sweep", added="0.2",
     )
 
 

@@ -450,19 +450,18 @@ def interleaved_ablations(method, source: TaskSource, tasks: int = 2000, seed: i
 
 
 # -- GD-SSM: the trained layer beside its construction (Sushma et al.) ----------------------
-def gdssm_parameters(method, source: TaskSource, seed: int = 0) -> dict[str, float]:
+def gdssm_parameters(method, source: TaskSource, built: dict[str, Tensor],
+                     seed: int = 0) -> dict[str, float]:  # fmt: skip
     """How close a trained 1-layer GD-SSM is to its GD construction, in what its prediction
     depends on, and in quantities that rescaling (W by c, C by 1 / c) and a joint sign leave
     unchanged: |cosine| of the local attention W and the selection D with the
     construction's, and of the readout's y rows (the prediction reads the y-slot only) with
     the construction's; the decay on the state's x-by-y block (the GD gradient's); and the
     rate the three implement, -N W_xy D_q c (c: the y-block's mean diagonal of C), beside
-    the fitted one-step rate."""
-    from methods.ssm import gdssm_construction
-
+    the fitted one-step rate. ``built``: the construction at rate 1 (the method's module
+    gives it, so that this module does not import the method's)."""
     layer = method.model.layers[0]
     dim, n, m = source.problem.input_shape[0], source.problem.context_size, method.outputs
-    built = gdssm_construction(dim, 1.0, n, m)
 
     def cosine(a: Tensor, b: Tensor) -> float:
         return abs(torch.nn.functional.cosine_similarity(a.flatten(), b.flatten(), dim=0).item())

@@ -116,10 +116,12 @@ class GDSSMConfig:
     init_std: float = param(0.02, min=0.0)
     lr: float = param(2e-4, min=0.0, help="Adam lr (the paper's appendix: 2e-4)")
     recurrent_lr: float = param(
-        0.0, min=0.0, help="Adam lr of the recurrence's decay (the appendix: 1e-4; 0: lr)"
+        0.0, min=0.0, help="Adam lr of the recurrence's decay (the appendix: 1e-4; 0: lr)",
+        added="0.2",
     )
     lr_schedule: Literal["constant", "cosine"] = param(
-        "constant", help="cosine: every rate decays to 0 over the run (the appendix's)"
+        "constant", help="cosine: every rate decays to 0 over the run (the appendix's)",
+        added="0.2",
     )
     grad_clip: float = param(1.0, min=0.0)
 
@@ -172,7 +174,9 @@ class GDSSM(InContextMethod):
         c = self.config
         if icl_analyses.is_linear_regression(source) and c.layers == 1 and not c.embed \
                 and c.head == "none":  # fmt: skip
-            final.update(icl_analyses.gdssm_parameters(self, source, seed=seed))
+            built = gdssm_construction(source.problem.input_shape[0], 1.0,
+                                       source.problem.context_size, self.outputs)  # fmt: skip
+            final.update(icl_analyses.gdssm_parameters(self, source, built, seed=seed))
         return final
 
     def forward(self, support_x, support_y, query_x):

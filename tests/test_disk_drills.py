@@ -102,11 +102,15 @@ def test_a_disk_that_fills_while_training_closes_the_run_failed_keeping_its_metr
 
 
 def test_a_store_on_a_read_only_filesystem_is_read_and_refuses_writes_in_one_line(
-    tmp_path, capsys
+    tmp_path, capsys, monkeypatch
 ):
     """Before: leaderboard, report and runs gave SQLAlchemy tracebacks on a store whose
     filesystem is read-only (SQLite could not create its lock files)."""
     from benchmarks.cli.main import main
+
+    here = tmp_path / "cwd"  # reading leaves nothing in the working directory
+    here.mkdir()
+    monkeypatch.chdir(here)
 
     folder = tmp_path / "archive"
     _mount(folder, "64m")
@@ -140,5 +144,6 @@ def test_a_store_on_a_read_only_filesystem_is_read_and_refuses_writes_in_one_lin
                      "--tracking-uri", store]) == 2  # fmt: skip
         (line,) = capsys.readouterr().err.strip().splitlines()
         assert "cannot be written" in line and "read-only" in line
+        assert list(here.iterdir()) == []  # before: a folder named "file:" (MLflow's)
     finally:
         subprocess.run(["umount", "-l", str(folder)], check=False)

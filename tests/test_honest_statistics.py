@@ -89,7 +89,7 @@ def test_directions_are_declared_never_guessed_from_names(store, capsys):
     board = leaderboard_json(store, capsys, "--metric", "final/ood/input_x2_model")
     assert board["higher_is_better"] is False
     assert [r["method"] for r in board["rows"] if r["rank"]] == ["fomaml", "maml"]
-    assert "twice the input range, lower is better" in board["metric_words"]
+    assert "the input scaled by 2, lower is better" in board["metric_words"]
     capsys.readouterr()
     for metric, why in (("final/made_up", "not declared"), ("final/num_params", "descriptive")):
         assert main(["leaderboard", "--tracking-uri", store, "--metric", metric]) == 2

@@ -140,7 +140,8 @@ def test_gdssm_parameters_of_the_construction():
             getattr(method.model.layers[0], name).copy_(-2.0 * value if name == "local"
                                                         else value)  # fmt: skip
         method.model.layers[0].readout.div_(-2.0)  # (-2 W, -C / 2): the same function
-    got = icl_analyses.gdssm_parameters(method, source)
+    unit = gdssm_construction(10, 1.0, 10)
+    got = icl_analyses.gdssm_parameters(method, source, unit)
     for part in ("local", "select", "readout"):
         assert got[f"final/gdssm/{part}_cosine"] == pytest.approx(1.0)
     assert got["final/gdssm/decay_mean"] == 1.0
@@ -149,10 +150,10 @@ def test_gdssm_parameters_of_the_construction():
     # What the prediction never reads (the readout's x rows) changes nothing; its y row does.
     with torch.no_grad():
         method.model.layers[0].readout[:10] = torch.randn(10, 11)
-    assert icl_analyses.gdssm_parameters(method, source) == pytest.approx(got)
+    assert icl_analyses.gdssm_parameters(method, source, unit) == pytest.approx(got)
     with torch.no_grad():
         method.model.layers[0].readout[10, :10] = 1.0
-    assert icl_analyses.gdssm_parameters(method, source)["final/gdssm/readout_cosine"] < 0.5
+    assert icl_analyses.gdssm_parameters(method, source, unit)["final/gdssm/readout_cosine"] < 0.5
 
 
 # -- alignment: over training, and at each context size --------------------------------------

@@ -242,7 +242,7 @@ def test_a_tables_cost_counts_each_run_once_and_says_what_is_unmeasured():
 def test_a_tables_figure_is_drawn_from_the_store_with_its_data(tmp_path, capsys):
     """The figure's CSV holds each line's mean and std over seeds (recomputed here from
     MLflow's client) and a logged history's mean by step; the report shows the table."""
-    from benchmarks.published.figures import Fixed, History, Panel, Points, TableFigure
+    from benchmarks.published.figures import Fixed, History, Level, Panel, Points, TableFigure
     from benchmarks.published.reproduce import write_figure
 
     figure = TableFigure("this test's figure", (
@@ -250,7 +250,11 @@ def test_a_tables_figure_is_drawn_from_the_store_with_its_data(tmp_path, capsys)
             Points("final loss", ((1.0, "maml"), (2.0, "fomaml = maml (paired)"))),
             Fixed("a published pair", ((1.0, 0.5), (2.0, 0.6))),
         )),
-        Panel("Training", "iteration", "loss", (History("maml, train", "maml", "train/loss"),)),
+        Panel("Training", "iteration", "loss", (
+            History("maml, train", "maml", "train/loss"),
+            Level("fomaml's final loss", line="fomaml = maml (paired)"),
+            Level("a published level", value=0.25),
+        )),
     ))  # fmt: skip
     table = Table("tiny-figure", TINY_TABLE.title, TINY_TABLE.source, TINY_TABLE.claims,
                   seeds="0-1", figure=figure)  # fmt: skip
@@ -274,6 +278,12 @@ def test_a_tables_figure_is_drawn_from_the_store_with_its_data(tmp_path, capsys)
         (row,) = [r for r in rows if r[1] == "final loss" and r[3] == x]
         assert float(row[4]) == pytest.approx(mean) and float(row[5]) == pytest.approx(std)
         assert row[6] == "2"
+        if method == "fomaml":  # the level of a line: its mean over seeds, across the panel
+            (level,) = [r for r in rows if r[1] == "fomaml's final loss"]
+            assert (level[3], float(level[4]), level[6]) == ("", pytest.approx(mean), "2")
+    assert [r[4] for r in rows if r[1] == "a published level"] == ["0.25"]
+    with pytest.raises(ValueError, match="not both"):
+        Level("both", value=1.0, line="maml")
     histories = [{m.step: m.value for m in client.get_metric_history(r.info.run_id,
                                                                       "train/loss")}
                  for r in by_method["maml"]]  # fmt: skip
@@ -305,3 +315,16 @@ def test_reproduce_figure_and_report_tables_refuse_bad_input_in_one_line(tmp_pat
     assert main(["report", "--all", "--tables", "no-such-table", "--output",
                  str(tmp_path / "r"), "--tracking-uri", store]) == 2  # fmt: skip
     assert "unknown table 'no-such-table'" in capsys.readouterr().err
+
+
+def test_a_line_whose_run_diverged_is_not_reproduced_and_says_so():
+    """A run ran and its metric is not finite: that is a miss, never 'not run'."""
+    from benchmarks.published.reproduce import Outcome, ours_text
+
+    line = judge(PAPER, {0: 1.0, 1: float("nan"), 2: 1.01})
+    assert line.verdict == "not reproduced" and line.ours.n == 3
+    assert ours_text(line) == "diverged (n=3)"
+    relation = judge(Claim("b = a", "bench", "m", "final/x", versus="a", tolerance=0.1,
+                           relative=True), {0: float("inf")}, {0: 2.0})  # fmt: skip
+    assert relation.verdict == "not reproduced" and relation.target == 2.0
+    assert Outcome(TINY_TABLE, "quick", (0,), [line]).lines[0].verdict == "not reproduced"

@@ -18,7 +18,7 @@ import torch
 from benchmarks.catalog.installed import benchmark_spec, method_entry
 from benchmarks.planning.config import as_dict, from_dict
 from benchmarks.planning.resolve import layers_of, resolve
-from mesabench_core import RUN_LOCAL_SETTINGS, ConfigError, IncompatibleSetting
+from mesabench_core import RUN_LOCAL_SETTINGS, ConfigError, IncompatibleSetting, identity_dict
 from mesabench_datasets.data_root import resolve_data_root
 from mesabench_datasets.tasks import TaskConfig, TaskSource
 from methods.registry import METHODS
@@ -72,7 +72,8 @@ class RunPlan:
 
     def config_hash(self) -> str:
         """Identifies the configuration independently of the seed and the device."""
-        body = self.to_dict()
+        # Fields added after runs were recorded count only where set (core.identity_dict).
+        body = {**self.to_dict(), **{n: identity_dict(c) for n, c in self.sections().items()}}
         # The seed, the device and where the files are on this machine say nothing of the
         # configuration (the store reader relies on this: store_reader.RUN_LOCAL_SETTINGS).
         for key in RUN_LOCAL_SETTINGS:

@@ -16,7 +16,8 @@ same test tasks for every method of a benchmark):
 - **reproduced**: the mean difference is inside the band;
 - **within noise**: it is not, but the 95% Student-t interval of the mean difference
   reaches into the band (more seeds could settle it either way);
-- **not reproduced**: the whole interval lies outside the band (or n = 1 and the mean does);
+- **not reproduced**: the whole interval lies outside the band (or n = 1 and the mean does),
+  or a run of the line diverged (its metric is not finite);
 - **not run**: no FINISHED run of the line (or of the line it is compared with).
 
 Presets set the budget: ``quick`` (minutes on a laptop, a smoke check: verdicts at this
@@ -157,6 +158,10 @@ def judge(
     stats = seed_stats(list(ours.values()))
     if claim.target is None and claim.versus is None:
         return Judged(claim, stats, None, stats, "basis" if stats.n else "not run")
+    if any(not math.isfinite(v) for v in ours.values()):  # a run diverged: it ran, and missed
+        target = claim.target if claim.versus is None else seed_stats(
+            [v for v in (versus or {}).values() if math.isfinite(v)]).mean  # fmt: skip
+        return Judged(claim, stats, target, seed_stats([]), "not reproduced")
     if claim.versus is not None:
         shared = sorted(set(ours) & set(versus or {}))
         differences = [ours[s] - versus[s] for s in shared]  # type: ignore[index]

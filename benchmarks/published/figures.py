@@ -44,10 +44,17 @@ class History:
 
 @dataclass(frozen=True)
 class Level:
-    """A horizontal line at ``value`` (a published or derived number), across the panel."""
+    """A horizontal line across the panel: at ``value`` (a published or derived number), or
+    at the mean over seeds of ``line``'s final metric (a reference that is not trained, so
+    that its history says nothing)."""
 
     label: str
-    value: float
+    value: float | None = None
+    line: str | None = None
+
+    def __post_init__(self) -> None:
+        if (self.value is None) == (self.line is None):
+            raise ValueError(f"level {self.label!r}: give a value or a line, not both")
 
 
 @dataclass(frozen=True)
@@ -88,7 +95,7 @@ class TableFigure:
             for series in panel.series:
                 if isinstance(series, Points):
                     named |= {label for _, label in series.lines}
-                elif isinstance(series, History):
+                elif isinstance(series, History | Level) and series.line is not None:
                     named.add(series.line)
         return named
 
@@ -115,8 +122,18 @@ def figure_data(
             colour = colour_for(series.label, used)
             used.add(colour)
             if isinstance(series, Level):
-                curves.append(Curve(panel.title, series.label, colour, [], [series.value], [None],
-                                    [0]))  # fmt: skip
+                if series.line is None:
+                    level, n = series.value, 0
+                else:
+                    metric = metric_of[series.line]
+                    values = [m[metric] for _, m in runs.get(series.line, {}).values()
+                              if metric in m and math.isfinite(m[metric])]  # fmt: skip
+                    level, n = (sum(values) / len(values) if values else None), len(values)
+                if level is None:
+                    empty.append(series.label)
+                else:
+                    curves.append(Curve(panel.title, series.label, colour, [], [level], [None],
+                                        [n]))  # fmt: skip
                 continue
             if isinstance(series, Fixed):
                 xs, ys = zip(*series.points, strict=True)

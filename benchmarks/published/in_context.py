@@ -14,7 +14,7 @@ import dataclasses
 
 from benchmarks.published.claims import Claim, Table
 from benchmarks.published.derived import GAMMA_CONTEXTS, MULTISTEP, PER_STEP, TIED_GAMMA
-from benchmarks.published.figures import Fixed, History, Panel, Points, TableFigure
+from benchmarks.published.figures import Fixed, History, Level, Panel, Points, TableFigure
 
 LOSS = "final/test_loss"
 _ICML23 = "von Oswald et al., Transformers learn in-context by gradient descent, ICML 2023"
@@ -272,14 +272,15 @@ def _deep() -> Table:
     for k in range(1, 6):
         label = f"{k}-layer LSA (untied)"
         cite = f"{_DERIVED}; the relation: ICML'23 sec. 4"
-        below = Claim(f"{label}: at most {k} GD step(s), a rate per step", "linreg-icl", "lsa",
-                      LOSS, {**_HALF, "layers": str(k)},
+        # 2% above the optimum: our test tasks (10,000) are not the derivation's million.
+        below = Claim(f"{label}: at most {k} GD step(s) + 2%, a rate per step", "linreg-icl",
+                      "lsa", LOSS, {**_HALF, "layers": str(k)},
                       _budget(1000, 5000, 5000, _lsa_paper()), target=PER_STEP[k, False].loss,
-                      check="at_most", provenance="derived", cite=cite,
-                      cost_s=_cost(5.0 * k, 17.0 * k, 85.0 * k))  # fmt: skip
+                      check="at_most", tolerance=0.02, relative=True, provenance="derived",
+                      cite=cite, cost_s=_cost(5.0 * k, 17.0 * k, 85.0 * k))  # fmt: skip
         if k == 1:  # the one-step table's run
-            below = lsa_half(below.label, target=below.target, check="at_most",
-                             provenance="derived", cite=cite)  # fmt: skip
+            below = lsa_half(below.label, target=below.target, check="at_most", tolerance=0.02,
+                             relative=True, provenance="derived", cite=cite)  # fmt: skip
         claims.append(below)
         if (k, True) in PER_STEP and k > 1:
             claims.append(dataclasses.replace(
@@ -296,7 +297,8 @@ def _deep() -> Table:
         note="The GD and GD++ references are their optima with a rate (and gamma) per step, "
         "derived by simulation (python -m benchmarks.published.derived); GD++ up to 3 steps "
         "only (beyond, the fitted rates blow up on rare tasks). The 10% above GD++ is our "
-        "band (the paper shows deep models against GD++ in a figure). cpu: 5,000 steps of "
+        "band (the paper shows deep models against GD++ in a figure); 2% above GD allows for "
+        "the sampling of our 10,000 test tasks. cpu: 5,000 steps of "
         "256 tasks with 20 queries (1 layer: the one-step table's 3,000).",
         figure=TableFigure(
             "ICML'23 sec. 4: deep untied models against GD and GD++ by depth",
@@ -348,8 +350,10 @@ def _sine() -> Table:
 
 def _interleaved() -> Table:
     claims = []
-    for name, settings in (("U(-1, 1)", {"queries": "1"}),
-                           ("U(-0.5, 0.5)", {"input_range": "0.5", "queries": "1"})):
+    # Validated every 100 steps: the figure's training curves (the plateau, then the drop).
+    for name, settings in (("U(-1, 1)", {"queries": "1", "val_every": "100"}),
+                           ("U(-0.5, 0.5)", {"input_range": "0.5", "queries": "1",
+                                             "val_every": "100"})):  # fmt: skip
         gd = f"one GD step, {name}"
         trained = f"trained 2-layer model (softmax, then linear) = one GD step, {name}"
         analysed = f"the trained model on the analysis tasks, {name}"
@@ -391,10 +395,9 @@ def _interleaved() -> Table:
             tuple(Panel(f"Validation loss over training, {name}", "iteration", "test loss", (
                 History("trained 2-layer model", f"trained 2-layer model (softmax, then linear)"
                         f" = one GD step, {name}", "val/loss"),
-                History("GD (1 step)", f"one GD step, {name}", "val/loss"),
-                History("copy + GD (hand-built)",
-                        f"hand-built copy + GD layers = one GD step, {name} (paired)",
-                        "val/loss"),
+                Level("GD (1 step)", line=f"one GD step, {name}"),
+                Level("copy + GD (hand-built)",
+                      line=f"hand-built copy + GD layers = one GD step, {name} (paired)"),
             ), log_y=True) for name in ("U(-1, 1)", "U(-0.5, 0.5)")),
         ),  # fmt: skip
     )
@@ -458,11 +461,17 @@ def _ablations() -> Table:
     claims = [gd_half(gd)]
     claims += [variant(f"1 layer, {label}", settings, **target)
                for label, settings, target in variants]  # fmt: skip
+    half = "50 dampened GD steps (damp 0.5)"
     claims += [
         lsa_half(repeat, "final/repeat/d0.75_k50_gd"),
         lsa_half("trained layer repeated 50 times (damp 0.75) = dampened GD",
                  "final/repeat/d0.75_k50_model", versus=repeat, tolerance=0.1, relative=True,
                  provenance="published", cite="thesis ch. 2 (dampened repetition)"),
+        lsa_half(half, "final/repeat/d0.5_k50_gd"),
+        lsa_half("trained layer repeated 50 times (damp 0.5) = dampened GD",
+                 "final/repeat/d0.5_k50_model", versus=half, tolerance=0.1, relative=True,
+                 provenance="published",
+                 cite="thesis ch. 2's relation, at a dampening of ours (0.5)"),
     ]  # fmt: skip
     return Table(
         "icml23-ablations",
@@ -483,9 +492,11 @@ def _ablations() -> Table:
                               label, _, _) in enumerate(variants))),
                           Points("GD (1 step)", ((0, gd),)),
                       )),
-                Panel("Trained layer repeated (damp 0.75)", "repetitions K", "test loss", (
-                    History("repeated layer", repeat, "analysis/repeat_d0.75_model"),
-                    History("dampened GD", repeat, "analysis/repeat_d0.75_gd"),
+                Panel("Trained layer repeated", "repetitions K", "test loss", (
+                    History("repeated layer, damp 0.75", repeat, "analysis/repeat_d0.75_model"),
+                    History("dampened GD, 0.75", repeat, "analysis/repeat_d0.75_gd"),
+                    History("repeated layer, damp 0.5", repeat, "analysis/repeat_d0.5_model"),
+                    History("dampened GD, 0.5", repeat, "analysis/repeat_d0.5_gd"),
                 ), log_y=True),
             ),
         ),  # fmt: skip
@@ -634,7 +645,7 @@ def _blog_gd_rate() -> Table:
         claims.append(
             Claim(f"rate {rate:g}: not below the fitted rate's loss (paired)", "linreg-icl",
                   "gd", LOSS, {**task, "eta": str(rate)}, _budget(1, 1, 1), versus=fitted,
-                  check="at_least", provenance="derived",
+                  check="at_least", tolerance=0.001, relative=True, provenance="derived",
                   cite="the fitted rate is the optimum (the blog's rate sweep)",
                   cost_s=_cost(1.0, 1.0))
         )  # fmt: skip
@@ -644,7 +655,10 @@ def _blog_gd_rate() -> Table:
         f"{_BLOG} (its GD learning-rate sweep; D = 5, C = 10, U(-1, 1))",
         tuple(claims),
         note="Fixed rates fit nothing (1 iteration); the fitted rate is the closed form over "
-        "the training batches (about 2.0 here: N / (s2 (N + d + k - 2)) = 2.03).",
+        "the training batches (about 2.0 here: N / (s2 (N + d + k - 2)) = 2.03). The band "
+        "allows 0.1% below it: a rate within a few percent of the optimum ties with it (the "
+        "loss is flat there to second order), and the fitted rate is the training batches' "
+        "optimum, not the test tasks'.",
         figure=TableFigure(
             "the blog post's GD learning-rate sweep",
             (Panel("One GD step by rate", "learning rate", "test loss", (
@@ -761,7 +775,7 @@ def _gdssm() -> Table:
             "Sushma et al.: training, parameters against the construction, out of distribution",
             (
                 Panel("Validation loss over training", "iteration", "test loss", (
-                    History("GD-SSM", one, "val/loss"), History("GD (1 step)", gd, "val/loss"),
+                    History("GD-SSM", one, "val/loss"), Level("GD (1 step)", line=gd),
                 ), log_y=True),
                 Panel("Parameters against the construction", "1 W, 2 D, 3 C", "|cosine|", (
                     Points("GD-SSM", tuple(

@@ -183,6 +183,8 @@ def _number(value: float | None) -> str:
 
 def ours_text(line: Judged) -> str:
     stats = line.ours
+    if stats.n and stats.mean is None:
+        return f"diverged (n={stats.n})"
     if stats.n == 0 or stats.mean is None:
         return "-"
     spread = "" if stats.std is None else f" ± {stats.std:.2g}"

@@ -13,6 +13,7 @@ from __future__ import annotations
 import csv
 import io
 import math
+import textwrap
 from dataclasses import dataclass, field
 
 import matplotlib
@@ -156,7 +157,7 @@ class FigureData:
         writer.writerow(["panel", "series", "colour", "x", "mean", "std_over_seeds", "n_seeds"])
         for c in self.curves:
             if not c.x:  # a level: one value across the panel
-                writer.writerow([c.panel, c.label, c.colour, "", repr(c.mean[0]), "", 0])
+                writer.writerow([c.panel, c.label, c.colour, "", repr(c.mean[0]), "", c.n[0]])
                 continue
             for x, mean, std, n in zip(c.x, c.mean, c.std, c.n, strict=True):
                 writer.writerow([c.panel, c.label, c.colour, repr(x), repr(mean),
@@ -260,6 +261,9 @@ def draw(data: FigureData, axes_of: dict[str, Axis] | None = None) -> Figure | N
             ax.legend(fontsize=FONT_SIZE - 1)
         seeds = max((n for c in data.curves for n in c.n), default=0)
         band = "band: ±1 std over seeds" if seeds > 1 else "one seed: no band"
-        fig.suptitle(f"{data.title} — mean over {seeds} seed(s); {band}", fontsize=FONT_SIZE + 1)
+        # Wrapped to the figure's width: a one-panel figure is narrow.
+        title = textwrap.fill(f"{data.title} — mean over {seeds} seed(s); {band}",
+                              width=52 * columns)  # fmt: skip
+        fig.suptitle(title, fontsize=FONT_SIZE + 1)
         fig.tight_layout()
     return fig

@@ -72,8 +72,10 @@ def folder_writable(db: Path) -> bool:
 
 def immutable_uri(db: Path) -> str:
     """The MLflow URI of a SQLite store read as an immutable file (SQLite's URI parameter):
-    correct where nothing can write the folder, which is when it is used."""
-    return f"sqlite:///file:{db}?immutable=1&uri=true"
+    correct where nothing can write the folder, which is when it is used. The driver is
+    named: MLflow makes the parent folder of a ``sqlite:///`` path, which for a ``file:``
+    URI is a folder named ``file:`` in the working directory."""
+    return f"sqlite+pysqlite:///file:{db}?immutable=1&uri=true"
 
 
 def connect_read_only(db: Path) -> sqlite3.Connection:

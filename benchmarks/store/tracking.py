@@ -538,19 +538,18 @@ class MlflowTracker:
                     why += f"; the metrics it could not write are kept in {kept}"
                 status, error = "FAILED", why if error is None else f"{why}; then {error}"
                 self._free_space()
-            try:
-                self._close(status, error)
-            except Exception as err:
-                if not out_of_space(err):
-                    raise
-                self._free_space()
+            for attempt in (1, 2):  # a second time once the reserve is given up
                 try:
                     self._close(status, error)
-                except Exception as again:
-                    if not out_of_space(again):
+                    break
+                except Exception as err:
+                    if not out_of_space(err):
                         raise
-                    raise OutOfSpace(f"{error or 'the store ran out of space'}; not even the "
-                                     "run's status could be written", closed=False) from None
+                    if attempt == 2:
+                        raise OutOfSpace(f"{error or 'the store ran out of space'}; not even "
+                                         "the run's status could be written",
+                                         closed=False) from None  # fmt: skip
+                    self._free_space()
         finally:
             self._release_reserve()
         if self.space_problem is not None:
