@@ -113,3 +113,14 @@ def test_show_prints_which_layer_set_each_setting(capsys):
     assert body["set_by"]["method.modulation"] == "method sparse_maml's registered variant"
     assert set(body["set_by"]) == {f"{s}.{k}" for s in ("method", "task", "protocol")
                                    for k in body[s] if k != "name"}  # fmt: skip
+
+
+def test_a_field_added_later_counts_in_the_identity_only_where_set():
+    """New fields (param(added=...)) leave the recorded hashes alone at their default, and
+    set, make another cell: a run with a task pool never takes a plain run's cell."""
+    plain = plan_run("lsa", "linreg-icl", 0, {}, "cpu")
+    assert plain.config_hash() == RECORDED["lsa|linreg-icl|"]
+    for key, value in (("task_pool", "16"), ("input_dist", "normal"), ("outputs", "2"),
+                       ("copy_scale", "20")):  # fmt: skip
+        other = plan_run("lsa", "linreg-icl", 0, {key: value}, "cpu")
+        assert other.config_hash() != plain.config_hash(), key
