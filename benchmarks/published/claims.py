@@ -82,7 +82,7 @@ class Claim:
     def band_text(self) -> str:
         if self.target is None and self.versus is None:
             return "-"
-        width = f"{self.tolerance:.0%}" if self.relative else f"{self.tolerance:g}"
+        width = f"{self.tolerance * 100:g}%" if self.relative else f"{self.tolerance:g}"
         return {
             "within": f"within ±{width}",
             "at_least": f"at least target - {width}" if self.tolerance else "at least target",
