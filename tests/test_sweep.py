@@ -270,6 +270,30 @@ def test_ray_backend_gives_the_local_leaderboard(tmp_path, capsys):
     assert boards["ray"] == boards["local"] == boards["ray-warm"] and len(boards["ray"]) == 2
 
 
+@pytest.mark.slow
+def test_a_ray_sweep_starts_its_own_instance_beside_a_cluster_left_running(tmp_path):
+    """Before: with a Ray cluster left running on the machine (a killed sweep's, another
+    user's), ray.init joined it and refused the local pool's size: a ValueError traceback."""
+    import shutil
+
+    pytest.importorskip("ray")
+    ray = shutil.which("ray") or str(Path(sys.executable).with_name("ray"))
+    subprocess.run([ray, "start", "--head", "--num-cpus", "1", "--disable-usage-stats"],
+                   check=True, capture_output=True, timeout=120)  # fmt: skip
+    try:
+        store = f"sqlite:///{tmp_path / 'mlflow.db'}"
+        done = subprocess.run(
+            [sys.executable, "-m", "benchmarks", "sweep", "--benchmark", "sinusoid-5shot",
+             "--methods", "fomaml", "--seeds", "0-1", *FAST, "--workers", "2", "--backend",
+             "ray", "--tracking-uri", store],
+            env=python_env(), capture_output=True, text=True, timeout=600,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert "done 2, failed 0" in done.stdout + done.stderr
+    finally:
+        subprocess.run([ray, "stop", "--force"], capture_output=True, timeout=120)
+
+
 def test_warm_cells_give_the_numbers_of_cold_ones_and_keep_failures_apart(tmp_path, capsys):
     """--warm forks each cell from one launcher: every cell's final metrics equal the same
     cell's run as its own process (bit for bit), a diverging cell fails alone, and a rerun

@@ -634,8 +634,10 @@ class RayBackend:
         if self._started_here:
             if self.address:
                 ray.init(address=self.address, log_to_driver=False)
-            else:  # a local instance, sized like the local pool
-                ray.init(num_cpus=self.local_cpus, include_dashboard=False, log_to_driver=False)
+            else:  # a local instance of its own, sized like the local pool: "local", or
+                # Ray joins any cluster left running on this machine (and refuses num_cpus)
+                ray.init(address="local", num_cpus=self.local_cpus, include_dashboard=False,
+                         log_to_driver=False)  # fmt: skip
         try:
             check_ray_resources(ray.cluster_resources(), self.cpus, self.gpus)
         except ConfigError:
