@@ -104,6 +104,12 @@ class TableFigure:
 LineRuns = Mapping[int, tuple[str, Mapping[str, float]]]
 
 
+def _finite(runs: Mapping[str, LineRuns], line: str, metric: str) -> list[float]:
+    """The line's finite values of ``metric``, one per seed that has it."""
+    return [m[metric] for _, m in runs.get(line, {}).values()
+            if metric in m and math.isfinite(m[metric])]  # fmt: skip
+
+
 def figure_data(
     title: str,
     figure: TableFigure,
@@ -125,9 +131,7 @@ def figure_data(
                 if series.line is None:
                     level, n = series.value, 0
                 else:
-                    metric = metric_of[series.line]
-                    values = [m[metric] for _, m in runs.get(series.line, {}).values()
-                              if metric in m and math.isfinite(m[metric])]  # fmt: skip
+                    values = _finite(runs, series.line, metric_of[series.line])
                     level, n = (sum(values) / len(values) if values else None), len(values)
                 if level is None:
                     empty.append(series.label)
@@ -143,9 +147,7 @@ def figure_data(
             if isinstance(series, Points):
                 xs, means, stds, ns = [], [], [], []
                 for x, line in series.lines:
-                    metric = series.metric or metric_of[line]
-                    values = [m[metric] for _, m in runs.get(line, {}).values()
-                              if metric in m and math.isfinite(m[metric])]  # fmt: skip
+                    values = _finite(runs, line, series.metric or metric_of[line])
                     if not values:
                         continue
                     mean = sum(values) / len(values)
