@@ -108,7 +108,8 @@ MESA_FORMS = {"parallel": mesa_parallel, "recurrent": mesa_recurrent, "chunked":
 class CausalMixer(nn.Module):
     """Per-head key, query and value projections, a causal mix, and a residual projection P.
 
-    Subclasses define ``mix(keys, values, queries)`` on ``[H, B, T, .]`` tensors.
+    Subclasses define ``mix(keys, values, queries, tokens)`` on ``[H, B, T, .]`` tensors
+    (``tokens``, ``[B, T, D]``, for layers whose gates read the input).
     """
 
     def __init__(
@@ -124,14 +125,14 @@ class CausalMixer(nn.Module):
         self.key, self.query = weights(head_dim, dim), weights(head_dim, dim)
         self.value, self.projection = weights(dim, dim), weights(dim, dim)
 
-    def mix(self, keys: Tensor, values: Tensor, queries: Tensor) -> Tensor:
+    def mix(self, keys: Tensor, values: Tensor, queries: Tensor, tokens: Tensor) -> Tensor:
         raise NotImplementedError
 
     def forward(self, tokens: Tensor) -> Tensor:
         k = torch.einsum("hkd,btd->hbtk", self.key, tokens)
         q = torch.einsum("hkd,btd->hbtk", self.query, tokens)
         v = torch.einsum("hed,btd->hbte", self.value, tokens)
-        out = self.mix(k, v, q)  # [H, B, T, D]
+        out = self.mix(k, v, q, tokens)  # [H, B, T, D]
         return tokens + torch.einsum("hed,hbtd->bte", self.projection, out)
 
 
@@ -151,7 +152,7 @@ class MesaLayer(CausalMixer):
         self.form = form
         self.log_lam = nn.Parameter(torch.full((heads,), float(torch.log(torch.tensor(lam)))))
 
-    def mix(self, keys: Tensor, values: Tensor, queries: Tensor) -> Tensor:
+    def mix(self, keys: Tensor, values: Tensor, queries: Tensor, tokens: Tensor) -> Tensor:
         heads, batch = keys.shape[:2]
         lam = self.log_lam.exp().repeat_interleave(batch)
         out = MESA_FORMS[self.form](

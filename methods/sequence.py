@@ -6,6 +6,7 @@ s_t on s_{t-1} in context and apply the result to s_t; a linear readout predicts
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -13,16 +14,18 @@ import torch
 from torch import Tensor, nn
 
 from mesabench_core import ConfigError, param
-from mesabench_datasets.tasks import Problem
+from mesabench_datasets.tasks import Problem, TaskSource
+from methods.api import ArtifactLog
 from methods.icl import InContextMethod
-from methods.mesa import CausalMixer, MesaLayer
+from methods.mesa import CausalMixer, MesaLayer, mesa_parallel
+from methods.probes import probe_analysis
 from methods.registry import register_method
 
 
 class CausalSoftmaxAttention(CausalMixer):
     """Causal softmax self-attention (scaled dot products), the first layer of hybrid stacks."""
 
-    def mix(self, keys: Tensor, values: Tensor, queries: Tensor) -> Tensor:
+    def mix(self, keys: Tensor, values: Tensor, queries: Tensor, tokens: Tensor) -> Tensor:
         steps = keys.shape[2]
         future = torch.ones(steps, steps, dtype=torch.bool, device=keys.device).triu(1)
         scores = (queries @ keys.transpose(-1, -2)) / keys.shape[-1] ** 0.5
@@ -33,14 +36,48 @@ class CausalLinearAttention(CausalMixer):
     """Causal linear self-attention, out_t = P (sum_{t'<=t} v_t' k_t'^T) q_t: the mesa layer
     without the inverse, i.e. one gradient step instead of the ridge solution."""
 
-    def mix(self, keys: Tensor, values: Tensor, queries: Tensor) -> Tensor:
+    def mix(self, keys: Tensor, values: Tensor, queries: Tensor, tokens: Tensor) -> Tensor:
         memory = torch.cumsum(values[..., :, None] * keys[..., None, :], dim=2)  # [H,B,T,e,k]
         return (memory @ queries[..., None])[..., 0]
 
 
+def _mesa(dim: int, c: SequenceConfig) -> CausalMixer:
+    return MesaLayer(dim, c.heads, lam=c.lam, init_std=c.init_std, form=c.mesa_form)
+
+
+def _linear(dim: int, c: SequenceConfig) -> CausalMixer:
+    return CausalLinearAttention(dim, c.heads, init_std=c.init_std)
+
+
+def _softmax(dim: int, c: SequenceConfig) -> CausalMixer:
+    return CausalSoftmaxAttention(dim, c.heads, init_std=c.init_std)
+
+
+def _deltanet(dim: int, c: SequenceConfig) -> CausalMixer:
+    from methods.fla_layers import DeltaNetLayer  # flash-linear-attention imports in seconds
+
+    return DeltaNetLayer(dim, c.heads, init_std=c.init_std)
+
+
+def _gla(dim: int, c: SequenceConfig) -> CausalMixer:
+    from methods.fla_layers import GatedLinearAttentionLayer
+
+    return GatedLinearAttentionLayer(dim, c.heads, init_std=c.init_std)
+
+
+#: The causal mixers a sequence learner stacks, by the name its ``mixer`` setting takes.
+MIXERS: dict[str, Callable[[int, SequenceConfig], CausalMixer]] = {
+    "mesa": _mesa, "linear": _linear, "softmax": _softmax, "deltanet": _deltanet, "gla": _gla,
+}  # fmt: skip
+
+
 @dataclass(frozen=True)
 class SequenceConfig:
-    mixer: Literal["mesa", "linear"] = "mesa"
+    mixer: Literal["mesa", "linear", "softmax", "deltanet", "gla"] = param(
+        "mesa",
+        help="the layer stacked: mesa, causal linear or softmax attention, or "
+        "flash-linear-attention's DeltaNet or gated linear attention (gla)",
+    )
     layers: int = param(1, min=1)
     first_layer: Literal["same", "softmax"] = param(
         "same", help="softmax: a hybrid stack, causal softmax attention then the mixer"
@@ -69,24 +106,78 @@ class SequenceLearner(InContextMethod):
     def build_model(self, dim: int) -> nn.Module:
         c = self.config
 
-        def layer(k: int) -> CausalMixer:
-            if k == 0 and c.first_layer == "softmax":
-                return CausalSoftmaxAttention(2 * dim, c.heads, init_std=c.init_std)
-            if c.mixer == "mesa":
-                return MesaLayer(2 * dim, c.heads, lam=c.lam, init_std=c.init_std, form=c.mesa_form)
-            return CausalLinearAttention(2 * dim, c.heads, init_std=c.init_std)
-
+        first = MIXERS["softmax" if c.first_layer == "softmax" else c.mixer]
         model = nn.Module()
-        model.layers = nn.ModuleList(layer(k) for k in range(c.layers))
+        model.layers = nn.ModuleList(
+            (first if k == 0 else MIXERS[c.mixer])(2 * dim, c) for k in range(c.layers)
+        )
         model.readout = nn.Linear(2 * dim, dim)
         return model
 
-    def forward(self, support_x: Tensor, support_y: Tensor, query_x: Tensor) -> Tensor:
-        previous = torch.cat([torch.zeros_like(query_x[:, :1]), query_x[:, :-1]], dim=1)
-        tokens = torch.cat([query_x, previous], dim=-1)
+    def hidden_states(self, query_x: Tensor) -> list[Tensor]:
+        """The tokens ``[B, T, 2D]`` going into the first layer and out of every layer (the
+        residual stream a probe reads): ``layers + 1`` tensors."""
+        tokens = constructed_tokens(query_x)
+        states = [tokens]
         for layer in self.model.layers:
             tokens = layer(tokens)
-        return self.model.readout(tokens)
+            states.append(tokens)
+        return states
+
+    def forward(self, support_x: Tensor, support_y: Tensor, query_x: Tensor) -> Tensor:
+        return self.model.readout(self.hidden_states(query_x)[-1])
+
+    def analyse(self, source: TaskSource, log: ArtifactLog, seed: int) -> dict[str, float]:
+        """Linear probes on the residual stream, layer by layer (:mod:`methods.probes`)."""
+        return {**super().analyse(source, log, seed), **probe_analysis(self, source, seed)}
+
+
+def constructed_tokens(sequence: Tensor) -> Tensor:
+    """e_t = (s_t, s_{t-1}) with s_0 = 0: ``[B, T, D]`` -> ``[B, T, 2D]``."""
+    previous = torch.cat([torch.zeros_like(sequence[:, :1]), sequence[:, :-1]], dim=1)
+    return torch.cat([sequence, previous], dim=-1)
+
+
+@dataclass(frozen=True)
+class LeastSquaresConfig:
+    lam: float = param(0.0, min=0.0, help="ridge strength (0: minimum-norm least squares)")
+
+
+class AutoregressiveLeastSquares(InContextMethod):
+    """The least-squares optimum on a causal sequence, in closed form: at every step t,
+    W_t = argmin_W sum_{t'<t} ||s_{t'+1} - W s_t'||^2 (+ lam ||W||^2) over the transitions seen
+    so far, and the prediction W_t s_t (0 before any transition). Nothing to learn."""
+
+    Config = LeastSquaresConfig
+    check_problem = SequenceLearner.check_problem
+
+    def build_model(self, dim: int) -> nn.Module:
+        return nn.Module()
+
+    def forward(self, support_x: Tensor, support_y: Tensor, query_x: Tensor) -> Tensor:
+        return autoregressive_least_squares(query_x, self.config.lam)
+
+
+def autoregressive_least_squares(sequence: Tensor, lam: float) -> Tensor:
+    """``[B, T, D]`` -> ``[B, T, D]``: the prediction of s_{t+1} from s_1..s_t by least
+    squares on the pairs (s_t', s_{t'+1}), t' < t."""
+    previous, current = sequence[:, :-1], sequence[:, 1:]
+    if lam > 0:  # the mesa layer's ridge, its strength 1 / lam
+        strength = sequence.new_full((sequence.shape[0],), 1.0 / lam)
+        later = mesa_parallel(previous, current, current, strength)
+    else:
+        later = torch.stack(
+            [
+                (
+                    current[:, t, None]
+                    @ torch.linalg.pinv(previous[:, : t + 1])
+                    @ current[:, : t + 1]
+                )[:, 0]
+                for t in range(current.shape[1])
+            ],
+            dim=1,
+        )  # row form: w = s_t X^+ Y solves min ||X W^T - Y|| at minimum norm
+    return torch.cat([torch.zeros_like(sequence[:, :1]), later], dim=1)
 
 
 register_method(
@@ -96,4 +187,27 @@ register_method(
 )
 register_method(
     "causal_lsa", SequenceLearner, "causal linear self-attention on sequence tasks", mixer="linear"
+)
+register_method(
+    "causal_softmax",
+    SequenceLearner,
+    "causal softmax self-attention on sequence tasks",
+    mixer="softmax",
+)
+register_method(
+    "deltanet",
+    SequenceLearner,
+    "DeltaNet (flash-linear-attention's delta rule), sequence tasks",
+    mixer="deltanet",
+)
+register_method(
+    "gla",
+    SequenceLearner,
+    "gated linear attention (flash-linear-attention's recurrence), sequence tasks",
+    mixer="gla",
+)
+register_method(
+    "ar_least_squares",
+    AutoregressiveLeastSquares,
+    "reference: least squares on the transitions seen so far, closed form (causal tasks)",
 )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
@@ -78,3 +79,87 @@ def test_hybrid_stack_starts_with_causal_softmax_attention():
     out = method.model.layers[1](first(tokens))
     torch.testing.assert_close(second(first(changed))[:, :7], out[:, :7])
     assert not torch.allclose(first(changed)[:, 7:], first(tokens)[:, 7:])
+
+
+def test_least_squares_reference_solves_each_prefix_as_numpy_does():
+    from methods.sequence import autoregressive_least_squares
+
+    seq = LinDynConfig(dim=3, length=9).build().sample(2, seeded_generator(4)).query_x.double()
+    ours = autoregressive_least_squares(seq, lam=0.0)
+    ridge = autoregressive_least_squares(seq, lam=0.3)
+    for b in range(2):
+        s = seq[b].numpy()
+        assert not ours[b, 0].any() and not ridge[b, 0].any()  # no transition seen yet
+        for t in range(1, seq.shape[1]):
+            x, y = s[:t], s[1 : t + 1]  # transitions s_t' -> s_{t'+1} seen by position t
+            w = np.linalg.lstsq(x, y, rcond=None)[0]  # minimum norm, row form: y = x w
+            np.testing.assert_allclose(ours[b, t].numpy(), s[t] @ w, rtol=1e-8, atol=1e-10)
+            w = np.linalg.solve(x.T @ x + 0.3 * np.eye(3), x.T @ y)
+            np.testing.assert_allclose(ridge[b, t].numpy(), s[t] @ w, rtol=1e-8, atol=1e-10)
+
+
+def test_least_squares_reference_is_exact_once_the_transitions_span_the_state():
+    plan = plan_run("ar_least_squares", "lindyn",
+                    overrides={"noise": "0", "length": "20", "test_tasks": "50",
+                               "iterations": "1"},
+                    device="cpu")  # fmt: skip
+    final = execute(plan, MemoryRecorder())
+    # D = 10: ten transitions determine W*, so s_{t+1} is predicted exactly from t = 11 on;
+    # before, the minimum-norm solution sees only the span of the states so far.
+    assert final["final/loss_t19"] < 1e-8
+    assert final["final/loss_t5"] > 1.0
+    # At t = 1 nothing is known: the zero prediction scores 0.5 E||s||^2 = 5.
+    assert final["final/loss_t1"] == pytest.approx(5.0, rel=0.1)
+
+
+@pytest.mark.parametrize("method", ["deltanet", "gla", "causal_softmax"])
+def test_sequence_layers_from_the_field_train_in_context(method):
+    plan = plan_run(method, "lindyn",
+                    overrides={"iterations": "300", "val_every": "300", "test_tasks": "100",
+                               "length": "16", "layers": "2", "heads": "2", "lr": "3e-3"},
+                    device="cpu")  # fmt: skip
+    final = execute(plan, MemoryRecorder())
+    # The zero predictor scores 0.5 * D = 5 at every position. After 300 steps each layer
+    # learns in context: 1.4-2.1 at the last position against 5.0-5.1 at the first.
+    assert final["final/loss_t15"] < 0.5 * final["final/loss_t1"]
+    assert final["final/test_loss"] < 0.75 * 5.0
+    # Every layer's probes are scored, from the input tokens (layer 0) to the last.
+    assert {f"final/probe/next_state_layer{k}" for k in range(3)} <= set(final)
+
+
+def test_flash_linear_attention_layers_compute_their_recurrences():
+    """Our wiring of fla's recurrences (layouts, normalisation, gates) against the rules
+    written out token by token."""
+    from methods.fla_layers import DeltaNetLayer, GatedLinearAttentionLayer
+
+    torch.manual_seed(0)
+    tokens = torch.randn(2, 7, 6)
+    delta = DeltaNetLayer(6, heads=2, init_std=0.5)
+    k = torch.einsum("hkd,btd->hbtk", delta.key, tokens)
+    q = torch.einsum("hkd,btd->hbtk", delta.query, tokens)
+    v = torch.einsum("hed,btd->hbte", delta.value, tokens)
+    beta = torch.sigmoid(torch.einsum("hd,btd->hbt", delta.beta, tokens) + delta.beta_bias)
+    k, q = k / k.norm(dim=-1, keepdim=True), q / q.norm(dim=-1, keepdim=True)
+    expected = torch.zeros_like(v)
+    for h in range(2):
+        for b in range(2):
+            memory = torch.zeros(6, 6)  # maps keys to values
+            for t in range(7):
+                error = v[h, b, t] - memory @ k[h, b, t]
+                memory = memory + beta[h, b, t] * torch.outer(error, k[h, b, t])
+                expected[h, b, t] = memory @ q[h, b, t] / 6**0.5
+    with torch.no_grad():
+        torch.testing.assert_close(delta.mix(k, v, q, tokens), expected, atol=1e-5, rtol=1e-5)
+
+    gla = GatedLinearAttentionLayer(6, heads=2, init_std=0.5)
+    gate = torch.einsum("hkd,btd->hbtk", gla.gate, tokens) + gla.gate_bias
+    decay = torch.sigmoid(gate) ** (1 / 16)  # exp(log sigmoid / 16)
+    expected = torch.zeros_like(v)
+    for h in range(2):
+        for b in range(2):
+            memory = torch.zeros(6, 6)  # [key, value]
+            for t in range(7):
+                memory = decay[h, b, t, :, None] * memory + torch.outer(k[h, b, t], v[h, b, t])
+                expected[h, b, t] = memory.T @ q[h, b, t] / 6**0.5
+    with torch.no_grad():
+        torch.testing.assert_close(gla.mix(k, v, q, tokens), expected, atol=1e-5, rtol=1e-5)

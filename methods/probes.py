@@ -1,0 +1,106 @@
+"""Linear probes on a causal sequence model's residual stream (thesis ch. 3, the probing
+figure): where in depth the pieces of the mesa-optimiser appear.
+
+On autoregressive dynamics a mesa-optimiser predicts s_{t+1} by regressing s_t' on s_{t'-1}
+over the transitions seen so far. Its pieces, at position t (keys s_{t'-1}, values s_t'):
+
+- ``next_state``: the target s_{t+1} itself (W* s_t up to the transition noise);
+- ``inverse_term``: R_t s_t with R_t = (sum_{t'<=t} s_{t'-1} s_{t'-1}^T + I / lam)^-1, the
+  preconditioned query a mesa layer (or a stack approximating it) needs;
+- ``gd_step``: (sum_{t'<=t} s_t' s_{t'-1}^T) s_t, the prediction of one gradient step from
+  W = 0 (unscaled), which a single linear-attention layer computes.
+
+A probe is a ridge regression from one layer's tokens (with a bias) to a target, fitted on
+some sequences and scored by R^2 on others. Written here rather than taken from scikit-learn
+(not a dependency): it is one linear solve.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from mesabench_datasets.tasks import seeded_generator
+
+#: Ridge strength of the ``inverse_term`` target: the mesa layer's initial lam.
+INVERSE_TERM_LAM = 1.0
+#: The probes' own ridge (on standardised-scale tokens it only guards the solve).
+PROBE_RIDGE = 1e-4
+
+
+def probe_targets(sequence: Tensor, lam: float = INVERSE_TERM_LAM) -> dict[str, Tensor]:
+    """``[B, T, D]`` inputs s_1..s_T -> the ``inverse_term`` and ``gd_step`` targets, ``[B, T,
+    D]`` each, at every position (the ``next_state`` is the task's own target)."""
+    previous = torch.cat([torch.zeros_like(sequence[:, :1]), sequence[:, :-1]], dim=1)
+    eye = torch.eye(sequence.shape[-1], dtype=sequence.dtype, device=sequence.device)
+    gram = torch.cumsum(previous[..., :, None] * previous[..., None, :], dim=1) + eye / lam
+    memory = torch.cumsum(sequence[..., :, None] * previous[..., None, :], dim=1)
+    return {
+        "inverse_term": torch.linalg.solve(gram, sequence[..., None])[..., 0],
+        "gd_step": (memory @ sequence[..., None])[..., 0],
+    }
+
+
+def fit_probe(features: Tensor, target: Tensor, ridge: float = PROBE_RIDGE) -> Tensor:
+    """Ridge weights ``[F + 1, D]`` (the last row a bias) from ``[N, F]`` features to ``[N, D]``."""
+    x = torch.cat([features, torch.ones_like(features[:, :1])], dim=1).double()
+    eye = torch.eye(x.shape[1], dtype=x.dtype, device=x.device)
+    return torch.linalg.solve(x.T @ x + ridge * eye, x.T @ target.double())
+
+
+def probe_r2(weights: Tensor, features: Tensor, target: Tensor) -> float:
+    """R^2 of a fitted probe on held-out rows: 1 - SSE / SST, SST around the target's mean
+    per dimension, both summed over dimensions."""
+    x = torch.cat([features, torch.ones_like(features[:, :1])], dim=1).double()
+    target = target.double()
+    sse = (x @ weights - target).pow(2).sum()
+    sst = (target - target.mean(dim=0)).pow(2).sum()
+    return float(1.0 - sse / sst)
+
+
+def probe_depths(
+    fit_states: list[Tensor],
+    fit_targets: Tensor,
+    test_states: list[Tensor],
+    test_targets: Tensor,
+    first_position: int = 0,
+) -> list[float]:
+    """Held-out R^2 of a probe for one target at every depth (``states[k]``: ``[B, T, F]``
+    tokens after k layers), over positions from ``first_position`` on."""
+
+    def rows(t: Tensor) -> Tensor:
+        return t[:, first_position:].reshape(-1, t.shape[-1])
+
+    scores = []
+    for fit, test in zip(fit_states, test_states, strict=True):
+        weights = fit_probe(rows(fit), rows(fit_targets))
+        scores.append(probe_r2(weights, rows(test), rows(test_targets)))
+    return scores
+
+
+#: Seed roles of the probes' sequences (fitted on one set, scored on another), apart from
+#: training, validation and test draws.
+_FIT_ROLE, _SCORE_ROLE = 6, 7
+
+
+def probe_analysis(method, source, seed: int, sequences: int = 256) -> dict[str, float]:
+    """``final/probe/<target>_layer<k>``: held-out R^2 of each target's probe after k layers
+    (k = 0: the input tokens), over positions t >= D (where the transitions seen span the
+    state space). Only on autoregressive tasks (the state predicts the next state)."""
+    problem = source.problem
+    if len(problem.input_shape) != 1 or problem.input_shape[0] != problem.output_dim:
+        return {}
+    draws = []
+    for role in (_FIT_ROLE, _SCORE_ROLE):
+        batch = source.sample(sequences, seeded_generator(role, seed, device=method.device))
+        with torch.no_grad():
+            states = method.hidden_states(batch.query_x)
+        targets = {"next_state": batch.query_y, **probe_targets(batch.query_x)}
+        draws.append((states, targets))
+    (fit_states, fit_targets), (test_states, test_targets) = draws
+    final = {}
+    for name in fit_targets:
+        scores = probe_depths(fit_states, fit_targets[name], test_states, test_targets[name],
+                              first_position=problem.output_dim)  # fmt: skip
+        final.update({f"final/probe/{name}_layer{k}": r2 for k, r2 in enumerate(scores)})
+    return final
