@@ -9,6 +9,9 @@ import torch
 from torch import Tensor
 
 LossKind = Literal["mse", "half_mse", "half_sse", "cross_entropy"]
+#: A classification target that is not scored: a causal sequence task may score some
+#: positions only (torch's ``ignore_index`` default, so its losses skip it alike).
+UNSCORED = -100
 Split = Literal["train", "val", "test"]
 
 

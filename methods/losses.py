@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch.nn.functional as F
 from torch import Tensor
 
-from mesabench_datasets.tasks import LossKind
+from mesabench_datasets.tasks import UNSCORED, LossKind
 
 
 def task_loss(prediction: Tensor, target: Tensor, kind: LossKind) -> Tensor:
@@ -28,8 +28,9 @@ def per_task_loss(prediction: Tensor, target: Tensor, kind: LossKind) -> Tensor:
     _check_shapes(prediction, target, kind)
     if kind == "cross_entropy":
         logits = prediction.flatten(0, 1)
-        losses = F.cross_entropy(logits, target.flatten(), reduction="none")
-        return losses.view(target.shape).mean(dim=1)
+        losses = F.cross_entropy(logits, target.flatten(), reduction="none").view(target.shape)
+        scored = _scored(target)
+        return losses.sum(dim=1) / scored.sum(dim=1) if scored is not None else losses.mean(1)
     if kind == "half_sse":  # 0.5 ||error||^2 per point, averaged over points
         return 0.5 * (prediction - target).pow(2).sum(-1).flatten(1).mean(dim=1)
     squared = (prediction - target).pow(2).flatten(1).mean(dim=1)
@@ -58,8 +59,17 @@ def per_task_loss_gradient(prediction: Tensor, target: Tensor, kind: LossKind) -
 
 
 def per_task_accuracy(prediction: Tensor, target: Tensor) -> Tensor:
-    """Fraction of correct queries per task: ``[T, Q, classes]`` -> ``[T]``."""
-    return (prediction.argmax(dim=-1) == target).float().mean(dim=1)
+    """Fraction of correct queries per task: ``[T, Q, classes]`` -> ``[T]`` (over the scored
+    queries, where some targets are :data:`UNSCORED`)."""
+    correct = (prediction.argmax(dim=-1) == target).float()
+    scored = _scored(target)
+    return correct.sum(dim=1) / scored.sum(dim=1) if scored is not None else correct.mean(1)
+
+
+def _scored(target: Tensor) -> Tensor | None:
+    """Which targets are scored, where some are not (None: all are)."""
+    scored = target != UNSCORED
+    return None if bool(scored.all()) else scored
 
 
 def is_classification(kind: LossKind) -> bool:

@@ -88,7 +88,7 @@ def probe_analysis(method, source, seed: int, sequences: int = 256) -> dict[str,
     (k = 0: the input tokens), over positions t >= D (where the transitions seen span the
     state space). Only on autoregressive tasks (the state predicts the next state)."""
     problem = source.problem
-    if len(problem.input_shape) != 1 or problem.input_shape[0] != problem.output_dim:
+    if problem.loss == "cross_entropy" or problem.input_shape != (problem.output_dim,):
         return {}
     draws = []
     for role in (_FIT_ROLE, _SCORE_ROLE):

@@ -86,6 +86,11 @@ class SequenceConfig:
         "parallel", help="how mesa layers compute (same outputs; chunked uses O(d^2) memory)"
     )
     heads: int = param(1, min=1)
+    embed: int = param(
+        0, min=0, added="0.2",
+        help="width of a learned embedding of each input (one-hot tokens, say) before the "
+        "tokens (e_t, e_t-1) are built (0: the inputs as they are)",
+    )
     lam: float = param(1.0, min=1e-6, help="initial ridge strength of mesa layers")
     init_std: float = param(0.02, min=0.0)
     lr: float = param(1e-3, min=0.0)
@@ -107,17 +112,19 @@ class SequenceLearner(InContextMethod):
         c = self.config
 
         first = MIXERS["softmax" if c.first_layer == "softmax" else c.mixer]
+        width = c.embed or dim
         model = nn.Module()
+        model.embed = nn.Linear(dim, c.embed, bias=False) if c.embed else nn.Identity()
         model.layers = nn.ModuleList(
-            (first if k == 0 else MIXERS[c.mixer])(2 * dim, c) for k in range(c.layers)
+            (first if k == 0 else MIXERS[c.mixer])(2 * width, c) for k in range(c.layers)
         )
-        model.readout = nn.Linear(2 * dim, dim)
+        model.readout = nn.Linear(2 * width, self.problem.output_dim)
         return model
 
     def hidden_states(self, query_x: Tensor) -> list[Tensor]:
         """The tokens ``[B, T, 2D]`` going into the first layer and out of every layer (the
         residual stream a probe reads): ``layers + 1`` tensors."""
-        tokens = constructed_tokens(query_x)
+        tokens = constructed_tokens(self.model.embed(query_x))
         states = [tokens]
         for layer in self.model.layers:
             tokens = layer(tokens)

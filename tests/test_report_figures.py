@@ -99,3 +99,19 @@ def test_ood_panels_have_no_ridge_and_panels_without_data_are_left_out():
     assert set(ood) == {"model", "GD (1 step)", "GD++ (K steps)"}
     assert [x for x in fig.axes[1].get_lines()[0].get_xdata()] == [1.0, 2.0]  # alpha, not 100
     assert len(fig.axes[0].collections) == 0  # one seed: no band
+
+
+def test_a_published_figure_never_gives_two_series_one_colour():
+    """A series the suite names keeps its colour; the others take colours not already used
+    in the panel (here "GD (1 step)" is orange, which the cycle would give the second line)."""
+    from benchmarks.published.figures import Panel, Points, TableFigure
+    from benchmarks.published.figures import figure_data as table_figure_data
+
+    panel = Panel("p", "x", "y", (Points("a", ((1, "a1"),)), Points("b", ((1, "b1"),)),
+                                   Points("GD (1 step)", ((1, "g1"),))))  # fmt: skip
+    runs = {label: {0: ("r", {"m": 1.0})} for label in ("a1", "b1", "g1")}
+    data = table_figure_data("t", TableFigure("src", (panel,)), runs,
+                             dict.fromkeys(runs, "m"), lambda run, key: {})  # fmt: skip
+    colours = {c.label: c.colour for c in data.curves}
+    assert colours["GD (1 step)"] == "tab:orange"
+    assert len(set(colours.values())) == 3

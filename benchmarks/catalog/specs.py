@@ -16,6 +16,7 @@ from mesabench_core import as_dict
 from mesabench_datasets.dynamics import LinDynConfig
 from mesabench_datasets.fewshot import FewShotConfig
 from mesabench_datasets.osaka import OsakaConfig
+from mesabench_datasets.recall import RecallConfig
 from mesabench_datasets.regression import LinRegConfig, SinusoidConfig
 from mesabench_datasets.streams import StreamConfig
 from mesabench_datasets.tasks import TaskConfig
@@ -188,6 +189,32 @@ register_benchmark(
             checkpoint_every=1000,
         ),
         reference="von Oswald et al. 2023, mesa-layer (thesis ch. 3)",
+    )
+)
+
+
+_SEQUENCE_LEARNERS = ("mesa", "causal_lsa", "causal_softmax", "deltanet", "gla")
+
+register_benchmark(
+    BenchmarkSpec(
+        name="mqar",
+        description="multi-query associative recall (Arora et al. 2024): V=64 one-hot tokens, "
+        "8 key-value pairs then a query of every key in T=64; causal, cross-entropy and "
+        "accuracy at the queries only",
+        task=RecallConfig(vocab=64, pairs=8, length=64),
+        protocol=EpisodicConfig(
+            iterations=2000,
+            meta_batch=64,
+            val_every=500,
+            val_tasks=500,
+            test_tasks=2000,
+            eval_steps=(1,),
+            eval_chunk=500,
+            checkpoint_every=1000,
+        ),
+        # Sequence learners embed the one-hot tokens first (a CPU-sized model width).
+        method_settings={name: {"embed": 16} for name in _SEQUENCE_LEARNERS},
+        reference="Arora et al. 2024, Zoology (MQAR), at a CPU scale",
     )
 )
 

@@ -200,7 +200,7 @@ class EpisodicProtocol(Protocol):
         the algorithms it may emulate), and the loss by sequence position of causal tasks."""
         seed = self.config.test_seed
         final = method.analyse(self.source, self.recorder, seed=seed)
-        if self.source.problem.causal:
+        if self.source.problem.causal and not self.classification:
             curve = loss_by_position(method, self.source, seed=seed)
             for t, value in enumerate(curve.tolist(), start=1):
                 self.log({"analysis/loss_by_t": value}, t)

@@ -19,7 +19,15 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from benchmarks.results.report_figures import Axis, Curve, FigureData, colour_for, draw, mean_curve
+from benchmarks.results.report_figures import (
+    COLOURS,
+    Axis,
+    Curve,
+    FigureData,
+    colour_for,
+    draw,
+    mean_curve,
+)
 
 
 @dataclass(frozen=True)
@@ -123,7 +131,8 @@ def figure_data(
     for panel in figure.panels:
         curves: list[Curve] = []
         empty: list[str] = []
-        used: set[str] = set()
+        # Colours the suite names are taken first, so that no other series gets one of them.
+        used = {COLOURS[s.label] for s in panel.series if s.label in COLOURS}
         for series in panel.series:
             colour = colour_for(series.label, used)
             used.add(colour)

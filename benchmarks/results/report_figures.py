@@ -20,6 +20,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib import ticker  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
 from benchmarks.protocols.figures import SERIES_COLOURS  # noqa: E402
@@ -253,8 +254,13 @@ def draw(data: FigureData, axes_of: dict[str, Axis] | None = None) -> Figure | N
                                     color=curve.colour, alpha=0.2, linewidth=0)  # fmt: skip
             if panel.log_y and all(v > 0 for c in data.curves if c.panel == title for v in c.mean):
                 ax.set_yscale("log")
-            if panel.log_x and all(x > 0 for c in data.curves if c.panel == title for x in c.x):
+            xs = sorted({x for c in data.curves if c.panel == title for x in c.x})
+            if panel.log_x and xs and xs[0] > 0:
                 ax.set_xscale("log")
+                if len(xs) <= 12:  # label the points' own x, not every minor tick
+                    ax.set_xticks(xs)
+                    ax.xaxis.set_major_formatter(ticker.ScalarFormatter())
+                    ax.xaxis.set_minor_formatter(ticker.NullFormatter())
             ax.set_title(title)
             ax.set_xlabel(panel.xlabel)
             ax.set_ylabel(panel.ylabel)
