@@ -73,6 +73,11 @@ def resolve_data_root(explicit: str | os.PathLike | None) -> str | None:
     return str(Path(chosen).expanduser().resolve()) if chosen else None
 
 
+def note_file_read(path: Path) -> None:
+    """Record a data file found outside the data roots (a corpus a package installed)."""
+    _files_read.add(Path(path).resolve())
+
+
 def files_read() -> list[Path]:
     """Every data file found so far in this process, sorted."""
     return sorted(_files_read)

@@ -63,6 +63,22 @@ def test_one_sided_bands():
     assert judge(ceiling, {0: 0.1331}).verdict == "not reproduced"
 
 
+def test_a_negative_tolerance_is_a_margin_a_relation_must_clear():
+    """"Below softmax by at least 0.05": a tie, or a gap smaller than the margin, fails."""
+    below = Claim("b below a", "bench", "m", "final/x", versus="a", check="at_most",
+                  tolerance=-0.05)  # fmt: skip
+    versus = {0: 1.0, 1: 1.0, 2: 1.0}
+    assert below.band_text() == "at most target - 0.05"
+    assert judge(below, {0: 0.20, 1: 0.22, 2: 0.21}, versus).verdict == "reproduced"
+    assert judge(below, {0: 0.99, 1: 0.98, 2: 0.985}, versus).verdict == "not reproduced"
+    assert judge(below, {0: 1.0, 1: 1.0, 2: 1.0}, versus).verdict == "not reproduced"  # a tie
+    above = Claim("b above a", "bench", "m", "final/x", versus="a", check="at_least",
+                  tolerance=-0.025)  # fmt: skip
+    assert above.band_text() == "at least target + 0.025"
+    assert judge(above, {0: 1.03, 1: 1.03, 2: 1.03}, versus).verdict == "reproduced"
+    assert judge(above, {0: 1.01, 1: 1.01, 2: 1.01}, versus).verdict == "not reproduced"
+
+
 def test_a_relation_is_paired_over_the_seeds_both_lines_have():
     claim = Claim("b >= a", "bench", "m", "final/x", versus="a", check="at_least")
     versus = {0: 1.0, 1: 2.0, 2: 3.0}

@@ -90,6 +90,8 @@ class EpisodicProtocol(Protocol):
         (r"final/test_tasks", None, "number of held-out test tasks"),
         (r"final/best_iteration", None, "iteration of the best meta-validation checkpoint"),
         (r"final/loss_t(\d+)", "lower", "test loss at sequence position {0}"),
+        (r"final/test_perplexity", "lower",
+         "test perplexity per scored token (exp of the test cross-entropy; sequence tasks)"),
     )
     headline = ("final/test_accuracy|final/test_loss",)
     config: EpisodicConfig
@@ -233,6 +235,10 @@ class EpisodicProtocol(Protocol):
             if steps == c.eval_steps[-1]:  # the primary step count names the headline
                 final.update({f"final/test_{name}{suffix}": v for suffix, v in scores.items()})
         final["final/test_tasks"] = float(c.test_tasks)
+        if self.classification and self.source.problem.causal:
+            # Every task scores the same number of tokens, so the mean of the tasks' mean
+            # cross-entropies is the per-token one.
+            final["final/test_perplexity"] = math.exp(final["final/test_loss"])
         self.recorder.log_text(per_task_table(results), PER_TASK_PATH)
         return final
 

@@ -67,6 +67,8 @@ class Claim:
     versus: str | None = None
     check: Check = "within"
     #: The band's width: a fraction of the target (``relative``) or in the metric's units.
+    #: For ``at_least`` / ``at_most`` a negative width is a margin to clear: ``at_most`` with
+    #: -0.05 asks for at least 0.05 below the target.
     tolerance: float = 0.0
     relative: bool = False
     #: Where the target (or the relation, for ``versus``) comes from, and where exactly.
@@ -82,12 +84,17 @@ class Claim:
     def band_text(self) -> str:
         if self.target is None and self.versus is None:
             return "-"
-        width = f"{self.tolerance * 100:g}%" if self.relative else f"{self.tolerance:g}"
-        return {
-            "within": f"within ±{width}",
-            "at_least": f"at least target - {width}" if self.tolerance else "at least target",
-            "at_most": f"at most target + {width}" if self.tolerance else "at most target",
-        }[self.check]
+        size = abs(self.tolerance)
+        width = f"{size * 100:g}%" if self.relative else f"{size:g}"
+        if self.check == "within":
+            return f"within ±{width}"
+        # A negative tolerance is a margin the relation must clear ("above it by 2.5").
+        slack = self.tolerance > 0
+        if self.check == "at_least":
+            sign = "-" if slack else "+"
+            return f"at least target {sign} {width}" if self.tolerance else "at least target"
+        sign = "+" if slack else "-"
+        return f"at most target {sign} {width}" if self.tolerance else "at most target"
 
     def source_text(self) -> str:
         """``published (ICML'23 sec. 3)``: where the target or relation comes from."""
