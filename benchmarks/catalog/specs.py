@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from benchmarks.protocols import ContinualConfig, EpisodicConfig, OnlineConfig, protocol_for
@@ -173,22 +173,25 @@ register_benchmark(
 )
 
 
+#: The episodic budget of the sequence benchmarks (one training sequence is one task).
+_SEQUENCES = EpisodicConfig(
+    iterations=2000,
+    meta_batch=64,
+    val_every=500,
+    val_tasks=500,
+    test_tasks=2000,
+    eval_steps=(1,),
+    eval_chunk=500,
+    checkpoint_every=1000,
+)
+
 register_benchmark(
     BenchmarkSpec(
         name="lindyn",
         description="autoregressive linear dynamics: D=10, T=50, random orthogonal W* per "
         "sequence, noise 0.01; causal, loss 0.5||s_t+1 - f_t||^2 averaged over t",
         task=LinDynConfig(dim=10, length=50, noise=0.01),
-        protocol=EpisodicConfig(
-            iterations=2000,
-            meta_batch=64,
-            val_every=500,
-            val_tasks=500,
-            test_tasks=2000,
-            eval_steps=(1,),
-            eval_chunk=500,
-            checkpoint_every=1000,
-        ),
+        protocol=_SEQUENCES,
         reference="von Oswald et al. 2023, mesa-layer (thesis ch. 3)",
     )
 )
@@ -203,16 +206,7 @@ register_benchmark(
         "8 key-value pairs then a query of every key in T=32; causal, cross-entropy and "
         "accuracy at the queries only",
         task=RecallConfig(vocab=64, pairs=8, length=32),
-        protocol=EpisodicConfig(
-            iterations=2000,
-            meta_batch=64,
-            val_every=500,
-            val_tasks=500,
-            test_tasks=2000,
-            eval_steps=(1,),
-            eval_chunk=500,
-            checkpoint_every=1000,
-        ),
+        protocol=_SEQUENCES,
         # Sequence learners embed the one-hot tokens first (a CPU-sized model width), all
         # alike. At the lindyn defaults (lr 1e-3, init std 0.02) softmax attention stays at
         # chance for 300 steps; at these it solves the task within 300.
@@ -231,16 +225,9 @@ register_benchmark(
         "standard library, PSF License): 97 symbols, T=64, topics split train / val / test; "
         "causal, cross-entropy, perplexity",
         task=TextConfig(length=64),
-        protocol=EpisodicConfig(
-            iterations=2000,
-            meta_batch=32,
-            val_every=500,
-            val_tasks=200,
-            test_tasks=1000,
-            eval_steps=(1,),
-            eval_chunk=250,
-            checkpoint_every=1000,
-        ),
+        # Longer sequences of a wider vocabulary: half the batch and fewer evaluation tasks.
+        protocol=replace(_SEQUENCES, meta_batch=32, val_tasks=200, test_tasks=1000,
+                         eval_chunk=250),  # fmt: skip
         # Every sequence layer alike: a 32-wide character embedding, 2 layers of 2 heads.
         method_settings={
             name: {"embed": 32, "layers": 2, "heads": 2, "lr": 3e-3}

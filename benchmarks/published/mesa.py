@@ -159,23 +159,46 @@ def _probes() -> Table:
 
 
 _ZOOLOGY = "Arora et al. 2024 (Zoology), sec. 3"
-#: One layer of each kind, 2 heads: seconds per step on the 2-core CPU, measured.
-_MQAR_STEP_S = {"causal_softmax": 0.017, "causal_lsa": 0.145, "mesa": 0.34, "deltanet": 0.095,
-                "gla": 0.092}  # fmt: skip
+_LAYER_NAMES = {"causal_softmax": "softmax attention", "causal_lsa": "linear attention",
+                "mesa": "mesa layer", "deltanet": "DeltaNet", "gla": "gated linear attention"}
+#: Training steps at quick and cpu (paper: the benchmark's 2,000).
+_STEPS = {"mqar": {"quick": 300, "cpu": 1000}, "lm-pydoc": {"quick": 200, "cpu": 1000}}
+#: Seconds per step on the 2-core CPU: on mqar (1 layer, 2 heads) measured; on lm-pydoc
+#: (2 layers, 2 heads) measured for softmax, the others extrapolated by their mqar ratio.
+_STEP_S_BY = {
+    "mqar": {"causal_softmax": 0.017, "causal_lsa": 0.145, "mesa": 0.34, "deltanet": 0.095,
+             "gla": 0.092},
+    "lm-pydoc": {"causal_softmax": 0.25, "causal_lsa": 0.3, "mesa": 0.6, "deltanet": 0.4,
+                 "gla": 0.35},
+}  # fmt: skip
+
+
+def _one_per_layer(benchmark: str, metric: str, settings: dict[str, str], shape: str,
+                   overhead_s: float):  # fmt: skip
+    """A line maker for a table with one line per kind of sequence layer, all trained alike
+    on ``benchmark`` (``shape``: how the label describes the stack)."""
+    steps = _STEPS[benchmark]
+    budget = {**{p: {"iterations": str(n)} for p, n in steps.items()}, "paper": {}}
+
+    def line(method: str, label: str = "", **relation) -> Claim:
+        step = _STEP_S_BY[benchmark][method]
+        cost = {p: n * step + overhead_s for p, n in {**steps, "paper": 2000}.items()}
+        return Claim(label or f"{_LAYER_NAMES[method]}, {shape}", benchmark, method, metric,
+                     settings, budget, cost_s=cost, **relation)  # fmt: skip
+
+    return line
+
+
+def _by_layer(source: str, title: str, ylabel: str, claims: tuple[Claim, ...]) -> TableFigure:
+    """One panel, one point per line (x: the line's place in the table)."""
+    xlabel = "layer (" + ", ".join(f"{k} {c.method}" for k, c in enumerate(claims, 1)) + ")"
+    points = tuple(Points(c.label, ((k, c.label),)) for k, c in enumerate(claims, 1))
+    return TableFigure(source, (Panel(title, xlabel, ylabel, points),))
 
 
 def _mqar() -> Table:
-    budget = {"quick": {"iterations": "300"}, "cpu": {"iterations": "1000"}, "paper": {}}
-    names = {"causal_softmax": "softmax attention", "causal_lsa": "linear attention",
-             "mesa": "mesa layer", "deltanet": "DeltaNet", "gla": "gated linear attention"}
-
-    def line(method: str, label: str = "", **target) -> Claim:
-        step = _MQAR_STEP_S[method]
-        return Claim(label or f"{names[method]}, 1 layer, 2 heads", "mqar", method,
-                     "final/test_accuracy", {"heads": "2"}, budget,
-                     cost_s={"quick": 300 * step + 15, "cpu": 1000 * step + 15,
-                             "paper": 2000 * step + 15}, **target)  # fmt: skip
-
+    line = _one_per_layer("mqar", "final/test_accuracy", {"heads": "2"}, "1 layer, 2 heads",
+                          overhead_s=15)  # fmt: skip
     softmax = line("causal_softmax", "softmax attention solves it", target=0.99,
                    check="at_least", provenance="figure",
                    cite=f"{_ZOOLOGY} (attention solves MQAR at every model width)")
@@ -205,33 +228,13 @@ def _mqar() -> Table:
         "relations are Zoology's, read from its figures; linear attention below softmax by "
         "at least 5 points is our band. The mesa layer, DeltaNet and gated linear attention "
         "have no published number at this scale.",
-        figure=TableFigure(
-            f"{_ZOOLOGY}: MQAR accuracy by sequence layer",
-            (Panel("MQAR, 8 pairs, width 16", "layer (1 softmax, 2 linear, 3 mesa, 4 DeltaNet, "
-                   "5 GLA)", "accuracy at the queries", tuple(
-                       Points(c.label, ((k, c.label),)) for k, c in enumerate(claims, 1))),),
-        ),  # fmt: skip
+        figure=_by_layer(f"{_ZOOLOGY}: MQAR accuracy by sequence layer",
+                         "MQAR, 8 pairs, width 16", "accuracy at the queries", claims),
     )
 
 
-#: Seconds per step of 2 layers, 2 heads on lm-pydoc (32 sequences of 64 characters), on the
-#: 2-core CPU, measured for softmax and extrapolated for the others from their lindyn ratio.
-_LM_STEP_S = {"causal_softmax": 0.25, "causal_lsa": 0.3, "mesa": 0.6, "deltanet": 0.4,
-              "gla": 0.35}  # fmt: skip
-
-
 def _language_model() -> Table:
-    budget = {"quick": {"iterations": "200"}, "cpu": {"iterations": "1000"}, "paper": {}}
-    names = {"causal_softmax": "softmax attention", "causal_lsa": "linear attention",
-             "mesa": "mesa layer", "deltanet": "DeltaNet", "gla": "gated linear attention"}
-
-    def line(method: str, label: str = "", **relation) -> Claim:
-        step = _LM_STEP_S[method]
-        return Claim(label or f"{names[method]}, 2 layers", "lm-pydoc", method,
-                     "final/test_perplexity", {}, budget,
-                     cost_s={"quick": 200 * step + 30, "cpu": 1000 * step + 30,
-                             "paper": 2000 * step + 30}, **relation)  # fmt: skip
-
+    line = _one_per_layer("lm-pydoc", "final/test_perplexity", {}, "2 layers", overhead_s=30)
     linear = line("causal_lsa")
     claims = (
         line("causal_softmax"),
@@ -257,12 +260,8 @@ def _language_model() -> Table:
         "is the thesis' direction, read from its figures; no number of the thesis applies at "
         "this scale. GD-SSM layers are not in this table: the suite's GD-SSM reads regression "
         "tokens, not a causal token stream.",
-        figure=TableFigure(
-            f"{_CH3}: language-model perplexity by sequence layer",
-            (Panel("lm-pydoc, 2 layers", "layer (1 softmax, 2 linear, 3 mesa, 4 DeltaNet, "
-                   "5 GLA)", "test perplexity", tuple(
-                       Points(c.label, ((k, c.label),)) for k, c in enumerate(claims, 1))),),
-        ),  # fmt: skip
+        figure=_by_layer(f"{_CH3}: language-model perplexity by sequence layer",
+                         "lm-pydoc, 2 layers", "test perplexity", claims),
     )
 
 
