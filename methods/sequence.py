@@ -14,7 +14,7 @@ import torch
 from torch import Tensor, nn
 
 from mesabench_core import ConfigError, param
-from mesabench_datasets.tasks import Problem, TaskSource
+from mesabench_datasets.tasks import Problem, TaskSource, seeded_generator
 from methods.api import ArtifactLog
 from methods.icl import InContextMethod
 from methods.mesa import CausalMixer, MesaLayer, mesa_parallel
@@ -26,10 +26,21 @@ class CausalSoftmaxAttention(CausalMixer):
     """Causal softmax self-attention (scaled dot products), the first layer of hybrid stacks."""
 
     def mix(self, keys: Tensor, values: Tensor, queries: Tensor, tokens: Tensor) -> Tensor:
+        return self.weights_from(keys, queries) @ values
+
+    @staticmethod
+    def weights_from(keys: Tensor, queries: Tensor) -> Tensor:
         steps = keys.shape[2]
         future = torch.ones(steps, steps, dtype=torch.bool, device=keys.device).triu(1)
         scores = (queries @ keys.transpose(-1, -2)) / keys.shape[-1] ** 0.5
-        return scores.masked_fill(future, float("-inf")).softmax(dim=-1) @ values
+        return scores.masked_fill(future, float("-inf")).softmax(dim=-1)
+
+    def attention(self, tokens: Tensor) -> Tensor:
+        """The attention weights ``[H, B, T, T]`` (row t: how much position t reads each
+        earlier one)."""
+        k = torch.einsum("hkd,btd->hbtk", self.key, tokens)
+        q = torch.einsum("hkd,btd->hbtk", self.query, tokens)
+        return self.weights_from(k, q)
 
 
 class CausalLinearAttention(CausalMixer):
@@ -86,6 +97,12 @@ class SequenceConfig:
         "parallel", help="how mesa layers compute (same outputs; chunked uses O(d^2) memory)"
     )
     heads: int = param(1, min=1)
+    tokens: Literal["constructed", "raw"] = param(
+        "constructed", added="0.2",
+        help="constructed: e_t = (s_t, s_t-1) built for the model; raw: e_t = (s_t, 0, p_t) "
+        "with a sinusoidal position code p_t, so that a first layer must copy s_t-1 itself "
+        "(the thesis' hybrid models)",
+    )
     embed: int = param(
         0, min=0, added="0.2",
         help="width of a learned embedding of each input (one-hot tokens, say) before the "
@@ -112,19 +129,26 @@ class SequenceLearner(InContextMethod):
         c = self.config
 
         first = MIXERS["softmax" if c.first_layer == "softmax" else c.mixer]
-        width = c.embed or dim
+        width = 2 * (c.embed or dim) + (POSITION_WIDTH if c.tokens == "raw" else 0)
         model = nn.Module()
         model.embed = nn.Linear(dim, c.embed, bias=False) if c.embed else nn.Identity()
         model.layers = nn.ModuleList(
-            (first if k == 0 else MIXERS[c.mixer])(2 * width, c) for k in range(c.layers)
+            (first if k == 0 else MIXERS[c.mixer])(width, c) for k in range(c.layers)
         )
-        model.readout = nn.Linear(2 * width, self.problem.output_dim)
+        model.readout = nn.Linear(width, self.problem.output_dim)
         return model
 
+    def input_tokens(self, query_x: Tensor) -> Tensor:
+        """The tokens the first layer reads (constructed or raw, per the config)."""
+        embedded = self.model.embed(query_x)
+        if self.config.tokens == "raw":
+            return raw_tokens(embedded)
+        return constructed_tokens(embedded)
+
     def hidden_states(self, query_x: Tensor) -> list[Tensor]:
-        """The tokens ``[B, T, 2D]`` going into the first layer and out of every layer (the
-        residual stream a probe reads): ``layers + 1`` tensors."""
-        tokens = constructed_tokens(self.model.embed(query_x))
+        """The tokens ``[B, T, width]`` going into the first layer and out of every layer
+        (the residual stream a probe reads): ``layers + 1`` tensors."""
+        tokens = self.input_tokens(query_x)
         states = [tokens]
         for layer in self.model.layers:
             tokens = layer(tokens)
@@ -135,8 +159,47 @@ class SequenceLearner(InContextMethod):
         return self.model.readout(self.hidden_states(query_x)[-1])
 
     def analyse(self, source: TaskSource, log: ArtifactLog, seed: int) -> dict[str, float]:
-        """Linear probes on the residual stream, layer by layer (:mod:`methods.probes`)."""
-        return {**super().analyse(source, log, seed), **probe_analysis(self, source, seed)}
+        """Linear probes on the residual stream, layer by layer (:mod:`methods.probes`), and
+        how much a first softmax layer reads the previous position (the copy)."""
+        final = {**super().analyse(source, log, seed), **probe_analysis(self, source, seed)}
+        first = self.model.layers[0]
+        if isinstance(first, CausalSoftmaxAttention):
+            batch = source.sample(256, seeded_generator(_COPY_ROLE, seed, device=self.device))
+            with torch.no_grad():
+                weights = first.attention(self.input_tokens(batch.query_x))
+            final["final/copy/previous_attention"] = previous_attention(weights)
+        return final
+
+
+#: Seed role of the copy analysis' sequences (apart from training, validation and test).
+_COPY_ROLE = 8
+
+
+def previous_attention(weights: Tensor) -> float:
+    """Mean attention weight on position t - 1, over heads, sequences and positions t >= 1
+    (``weights``: ``[H, B, T, T]``): 1 for a layer that copies the previous token."""
+    return weights.diagonal(offset=-1, dim1=-2, dim2=-1).mean().item()
+
+
+#: Width of the position code of raw tokens.
+POSITION_WIDTH = 16
+
+
+def position_code(steps: int, like: Tensor) -> Tensor:
+    """Sinusoidal position codes ``[T, POSITION_WIDTH]`` (Vaswani et al. 2017, sec. 3.5, base
+    100 for short sequences): p_t-1 is a fixed rotation of p_t, so that a query can ask for
+    the previous position."""
+    t = torch.arange(steps, dtype=like.dtype, device=like.device)[:, None]
+    rates = 100.0 ** (-torch.arange(0, POSITION_WIDTH, 2, dtype=like.dtype,
+                                    device=like.device) / POSITION_WIDTH)  # fmt: skip
+    angles = t * rates
+    return torch.stack([angles.sin(), angles.cos()], dim=-1).flatten(-2)
+
+
+def raw_tokens(sequence: Tensor) -> Tensor:
+    """e_t = (s_t, 0, p_t): ``[B, T, D]`` -> ``[B, T, 2D + POSITION_WIDTH]``."""
+    code = position_code(sequence.shape[1], sequence).expand(sequence.shape[0], -1, -1)
+    return torch.cat([sequence, torch.zeros_like(sequence), code], dim=-1)
 
 
 def constructed_tokens(sequence: Tensor) -> Tensor:

@@ -163,3 +163,56 @@ def test_flash_linear_attention_layers_compute_their_recurrences():
                 expected[h, b, t] = memory.T @ q[h, b, t] / 6**0.5
     with torch.no_grad():
         torch.testing.assert_close(gla.mix(k, v, q, tokens), expected, atol=1e-5, rtol=1e-5)
+
+
+def copy_layer(dim: int, scale: float = 200.0):
+    """A softmax layer on raw tokens (s_t, 0, p_t) that reads position t - 1 (its query is
+    p_t rotated back one step, its key p_t') and writes s_t-1 into the empty slot."""
+    from methods.sequence import POSITION_WIDTH, CausalSoftmaxAttention
+
+    width = 2 * dim + POSITION_WIDTH
+    layer = CausalSoftmaxAttention(width, heads=1, init_std=0.0).double()
+    rates = 100.0 ** (-torch.arange(0, POSITION_WIDTH, 2, dtype=torch.float64) / POSITION_WIDTH)
+    with torch.no_grad():
+        for i, w in enumerate(rates.tolist()):
+            at = 2 * dim + 2 * i  # the (sin, cos) pair of rate w
+            layer.key[0, at : at + 2, at : at + 2] = torch.eye(2)
+            back = torch.tensor([[np.cos(w), -np.sin(w)], [np.sin(w), np.cos(w)]])
+            layer.query[0, at : at + 2, at : at + 2] = scale * back
+        layer.value[0, :dim, :dim] = torch.eye(dim)
+        layer.projection[0, dim : 2 * dim, :dim] = torch.eye(dim)
+    return layer
+
+
+def test_a_copy_layer_on_raw_tokens_builds_the_constructed_tokens_and_is_measured_so():
+    from methods.sequence import constructed_tokens, previous_attention, raw_tokens
+
+    seq = LinDynConfig(dim=3, length=12).build().sample(5, seeded_generator(6)).query_x.double()
+    layer = copy_layer(3)
+    tokens = raw_tokens(seq)
+    with torch.no_grad():
+        out = layer(tokens)
+        weights = layer.attention(tokens)
+    # From position 1 on, the first 2D entries are the constructed tokens (s_t, s_t-1).
+    torch.testing.assert_close(out[:, 1:, :6], constructed_tokens(seq)[:, 1:], atol=1e-6, rtol=0)
+    assert previous_attention(weights) > 0.999
+    # A layer reading every earlier position alike (zero query) scores 1/t on t - 1.
+    uniform = copy_layer(3, scale=0.0)
+    with torch.no_grad():
+        flat = previous_attention(uniform.attention(tokens))
+    steps = seq.shape[1]  # 11: the inputs s_1..s_11 of a sequence of 12
+    expected = sum(1 / (t + 1) for t in range(1, steps)) / (steps - 1)
+    assert flat == pytest.approx(expected, rel=1e-9)
+
+
+def test_a_hybrid_on_raw_tokens_learns_to_copy_and_then_to_predict():
+    """Softmax then mesa on raw tokens (s_t, 0, p_t): the first layer must find s_t-1 itself."""
+    plan = plan_run("mesa", "lindyn",
+                    overrides={"tokens": "raw", "first_layer": "softmax", "layers": "2",
+                               "heads": "2", "iterations": "300", "val_every": "300",
+                               "test_tasks": "100", "length": "16", "lr": "3e-3"},
+                    device="cpu")  # fmt: skip
+    final = execute(plan, MemoryRecorder())
+    # Uniform attention would put 0.22 on the previous position (1/(t+1), t = 1..14).
+    assert final["final/copy/previous_attention"] > 0.3
+    assert final["final/loss_t15"] < 0.2 * final["final/loss_t1"]

@@ -191,6 +191,8 @@ _IN_CONTEXT = [
     (r"final/repeat/d([\d.]+)_k(\d+)_gd", None, "loss of {1} dampened GD steps (dampening {0})"),
     (r"final/probe/(\w+)_layer(\d+)", None,
      "held-out R^2 of a linear probe for the {0} on the tokens after layer {1}"),
+    (r"final/copy/previous_attention", None,
+     "mean attention weight of the first softmax layer on the previous position"),
     (r"final/interp/trained_loss", "lower", "loss at the trained weights"),
     (r"final/interp/constructed_loss", None, "loss at the constructed GD weights"),
     (r"final/interp/max_excess", "lower", "largest loss barrier on the path to the GD weights"),
