@@ -129,10 +129,15 @@ class CausalMixer(nn.Module):
         raise NotImplementedError
 
     def forward(self, tokens: Tensor) -> Tensor:
-        k = torch.einsum("hkd,btd->hbtk", self.key, tokens)
-        q = torch.einsum("hkd,btd->hbtk", self.query, tokens)
-        v = torch.einsum("hed,btd->hbte", self.value, tokens)
-        out = self.mix(k, v, q, tokens)  # [H, B, T, D]
+        return self.residual(tokens, tokens)
+
+    def residual(self, tokens: Tensor, read: Tensor) -> Tensor:
+        """``tokens`` plus the layer's update computed from ``read`` (the tokens themselves,
+        or a normalised copy of them: a pre-LayerNorm block)."""
+        k = torch.einsum("hkd,btd->hbtk", self.key, read)
+        q = torch.einsum("hkd,btd->hbtk", self.query, read)
+        v = torch.einsum("hed,btd->hbte", self.value, read)
+        out = self.mix(k, v, q, read)  # [H, B, T, D]
         return tokens + torch.einsum("hed,hbtd->bte", self.projection, out)
 
 

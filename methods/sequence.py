@@ -108,6 +108,10 @@ class SequenceConfig:
         help="width of a learned embedding of each input (one-hot tokens, say) before the "
         "tokens (e_t, e_t-1) are built (0: the inputs as they are)",
     )
+    layernorm: bool = param(
+        False, added="0.2",
+        help="pre-LayerNorm on what each layer reads (deep linear stacks overflow without it)",
+    )
     lam: float = param(1.0, min=1e-6, help="initial ridge strength of mesa layers")
     init_std: float = param(0.02, min=0.0)
     lr: float = param(1e-3, min=0.0)
@@ -135,6 +139,9 @@ class SequenceLearner(InContextMethod):
         model.layers = nn.ModuleList(
             (first if k == 0 else MIXERS[c.mixer])(width, c) for k in range(c.layers)
         )
+        model.norms = nn.ModuleList(
+            nn.LayerNorm(width) if c.layernorm else nn.Identity() for _ in range(c.layers)
+        )
         model.readout = nn.Linear(width, self.problem.output_dim)
         return model
 
@@ -150,8 +157,8 @@ class SequenceLearner(InContextMethod):
         (the residual stream a probe reads): ``layers + 1`` tensors."""
         tokens = self.input_tokens(query_x)
         states = [tokens]
-        for layer in self.model.layers:
-            tokens = layer(tokens)
+        for layer, norm in zip(self.model.layers, self.model.norms, strict=True):
+            tokens = layer.residual(tokens, norm(tokens))
             states.append(tokens)
         return states
 

@@ -216,3 +216,23 @@ def test_a_hybrid_on_raw_tokens_learns_to_copy_and_then_to_predict():
     # Uniform attention would put 0.22 on the previous position (1/(t+1), t = 1..14).
     assert final["final/copy/previous_attention"] > 0.3
     assert final["final/loss_t15"] < 0.2 * final["final/loss_t1"]
+
+
+def test_a_pre_layernorm_stack_reads_normalised_tokens():
+    """With ``layernorm`` a layer's update reads LayerNorm(tokens): scaling the tokens by c
+    leaves it unchanged, where the bare linear layer's update grows as c^3."""
+    from benchmarks.running.execute import build_method
+
+    seq = LinDynConfig(dim=3, length=8).build().sample(2, seeded_generator(7)).query_x.double()
+    for layernorm, power in (("true", 0), ("false", 3)):
+        plan = plan_run("causal_lsa", "lindyn", overrides={"dim": "3", "layernorm": layernorm},
+                        device="cpu")  # fmt: skip
+        method = build_method(plan)
+        method.model.double()
+        with torch.no_grad():
+            small = method.hidden_states(seq)
+            large = method.hidden_states(10 * seq)
+        update_small = small[1] - small[0]
+        update_large = large[1] - large[0]
+        # (LayerNorm's eps of 1e-5 beside the tokens' variance: equal to 1e-3)
+        torch.testing.assert_close(update_large, 10**power * update_small, rtol=1e-3, atol=1e-9)
