@@ -64,16 +64,23 @@ def _softmax(dim: int, c: SequenceConfig) -> CausalMixer:
     return CausalSoftmaxAttention(dim, c.heads, init_std=c.init_std)
 
 
-def _deltanet(dim: int, c: SequenceConfig) -> CausalMixer:
-    from methods.fla_layers import DeltaNetLayer  # flash-linear-attention imports in seconds
+def _fla_layers():
+    """:mod:`methods.fla_layers`, imported when first used (flash-linear-attention takes
+    seconds to import, and needs Triton, which CPU-only torch builds lack)."""
+    try:
+        from methods import fla_layers
+    except ImportError as err:
+        raise ConfigError(f"mixer deltanet / gla needs flash-linear-attention's ops, which "
+                          f"could not be imported ({err}); pip install fla-core triton") from None
+    return fla_layers
 
-    return DeltaNetLayer(dim, c.heads, init_std=c.init_std)
+
+def _deltanet(dim: int, c: SequenceConfig) -> CausalMixer:
+    return _fla_layers().DeltaNetLayer(dim, c.heads, init_std=c.init_std)
 
 
 def _gla(dim: int, c: SequenceConfig) -> CausalMixer:
-    from methods.fla_layers import GatedLinearAttentionLayer
-
-    return GatedLinearAttentionLayer(dim, c.heads, init_std=c.init_std)
+    return _fla_layers().GatedLinearAttentionLayer(dim, c.heads, init_std=c.init_std)
 
 
 #: The causal mixers a sequence learner stacks, by the name its ``mixer`` setting takes.

@@ -236,3 +236,22 @@ def test_a_pre_layernorm_stack_reads_normalised_tokens():
         update_large = large[1] - large[0]
         # (LayerNorm's eps of 1e-5 beside the tokens' variance: equal to 1e-3)
         torch.testing.assert_close(update_large, 10**power * update_small, rtol=1e-3, atol=1e-9)
+
+
+def test_without_triton_the_field_layers_are_refused_in_one_line():
+    """CPU-only torch builds ship no Triton, which flash-linear-attention imports."""
+    import subprocess
+    import sys
+
+    code = ("import sys; sys.modules['triton'] = None\n"
+            "from benchmarks.planning.plan import plan_run\n"
+            "from benchmarks.running.execute import build_method\n"
+            "from mesabench_core import ConfigError\n"
+            "try:\n"
+            "    build_method(plan_run('deltanet', 'lindyn', device='cpu'))\n"
+            "except ConfigError as err:\n"
+            "    print('refused:', err)\n")  # fmt: skip
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120)  # fmt: skip
+    assert "refused: mixer deltanet / gla needs flash-linear-attention's ops" in out.stdout
+    assert "pip install fla-core triton" in out.stdout
