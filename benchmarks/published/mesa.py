@@ -253,7 +253,9 @@ def _one_per_layer(benchmark: str, metric: str, settings: dict[str, str], shape:
 
 def _by_layer(source: str, title: str, ylabel: str, claims: tuple[Claim, ...]) -> TableFigure:
     """One panel, one point per line (x: the line's place in the table)."""
-    xlabel = "layer (" + ", ".join(f"{k} {c.method}" for k, c in enumerate(claims, 1)) + ")"
+    short = {"causal_softmax": "softmax", "causal_lsa": "linear", "mesa": "mesa",
+             "deltanet": "DeltaNet", "gla": "GLA"}  # fmt: skip
+    xlabel = ", ".join(f"{k} {short[c.method]}" for k, c in enumerate(claims, 1))
     points = tuple(Points(c.label, ((k, c.label),)) for k, c in enumerate(claims, 1))
     return TableFigure(source, (Panel(title, xlabel, ylabel, points),))
 

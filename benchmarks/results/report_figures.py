@@ -248,7 +248,10 @@ def draw(data: FigureData, axes_of: dict[str, Axis] | None = None) -> Figure | N
                         marker=marker)  # fmt: skip
                 band = [(x, m, s) for x, m, s in zip(curve.x, curve.mean, curve.std, strict=True)
                         if s is not None]  # fmt: skip
-                if band:
+                if len(band) == 1:  # one point: a band would not show, an error bar does
+                    (x, m, sd), = band
+                    ax.errorbar([x], [m], yerr=[sd], color=curve.colour, capsize=4)
+                elif band:
                     xs = [b[0] for b in band]
                     ax.fill_between(xs, [m - s for _, m, s in band], [m + s for _, m, s in band],
                                     color=curve.colour, alpha=0.2, linewidth=0)  # fmt: skip
