@@ -24,7 +24,7 @@ from typing import Literal
 import torch
 import torch.nn.functional as F
 
-from mesabench_core import param
+from mesabench_core import ConfigError, param
 from mesabench_datasets.data_root import note_file_read
 from mesabench_datasets.tasks import Problem, Split, TaskBatch
 
@@ -90,8 +90,9 @@ class TextTasks:
         self._splits = {split: encode(text) for split, text in texts.items()}
         for split, codes in self._splits.items():
             if len(codes) <= self.config.length:
-                raise ValueError(f"the {split} text has {len(codes)} characters, fewer than "
-                                 f"length + 1 = {self.config.length + 1}")  # fmt: skip
+                raise ConfigError(f"length: at most {len(codes) - 1} on this corpus (its {split} "
+                                  f"text has {len(codes)} characters; got "
+                                  f"{self.config.length})")  # fmt: skip
 
     def sample(self, num_tasks: int, generator: torch.Generator, split: Split = "train"):
         self.prepare()
