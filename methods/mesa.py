@@ -134,11 +134,15 @@ class CausalMixer(nn.Module):
     def residual(self, tokens: Tensor, read: Tensor) -> Tensor:
         """``tokens`` plus the layer's update computed from ``read`` (the tokens themselves,
         or a normalised copy of them: a pre-LayerNorm block)."""
-        k = torch.einsum("hkd,btd->hbtk", self.key, read)
-        q = torch.einsum("hkd,btd->hbtk", self.query, read)
+        k, q = self.keys_queries(read)
         v = torch.einsum("hed,btd->hbte", self.value, read)
         out = self.mix(k, v, q, read)  # [H, B, T, D]
         return tokens + torch.einsum("hed,hbtd->bte", self.projection, out)
+
+    def keys_queries(self, read: Tensor) -> tuple[Tensor, Tensor]:
+        """The per-head keys and queries ``[H, B, T, k]`` of ``[B, T, D]`` tokens."""
+        k = torch.einsum("hkd,btd->hbtk", self.key, read)
+        return k, torch.einsum("hkd,btd->hbtk", self.query, read)
 
 
 class MesaLayer(CausalMixer):

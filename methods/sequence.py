@@ -38,9 +38,7 @@ class CausalSoftmaxAttention(CausalMixer):
     def attention(self, tokens: Tensor) -> Tensor:
         """The attention weights ``[H, B, T, T]`` (row t: how much position t reads each
         earlier one)."""
-        k = torch.einsum("hkd,btd->hbtk", self.key, tokens)
-        q = torch.einsum("hkd,btd->hbtk", self.query, tokens)
-        return self.weights_from(k, q)
+        return self.weights_from(*self.keys_queries(tokens))
 
 
 class CausalLinearAttention(CausalMixer):

@@ -36,6 +36,16 @@ _STEP_S = {("linear", 1): 0.047, ("linear", 2): 0.091, ("linear", 4): 0.179,
            ("linear", 6): 0.278, ("softmax", 1): 0.012, ("softmax", 2): 0.018,
            ("softmax", 4): 0.040, ("softmax", 6): 0.063, ("deltanet", 1): 0.081,
            ("gla", 1): 0.072}  # fmt: skip
+
+
+def _costs(step_s: float, overhead_s: float, quick: int = 300, cpu: int = 2000,
+           paper: int = 2000) -> dict[str, float]:  # fmt: skip
+    """Wall seconds of one run per preset: steps times a measured step, plus validation and
+    analysis."""
+    return {p: n * step_s + overhead_s for p, n in
+            (("quick", quick), ("cpu", cpu), ("paper", paper))}  # fmt: skip
+
+
 _METHOD = {"linear": "causal_lsa", "softmax": "causal_softmax", "deltanet": "deltanet",
            "gla": "gla"}  # fmt: skip
 LINEAR_DEPTHS, SOFTMAX_DEPTHS = (1, 2, 4, 6), (1, 2, 4, 6)
@@ -51,15 +61,11 @@ def _depth() -> Table:
     budget = {"quick": {"iterations": "300"}, "cpu": {}, "paper": {}}
     lsq, mesa = "least squares on the transitions seen (closed form)", "1 mesa layer"
 
-    def cost(step_s: float) -> dict[str, float]:
-        return {"quick": 300 * step_s + 10, "cpu": 2000 * step_s + 20,
-                "paper": 2000 * step_s + 20}  # fmt: skip
-
     def stack(kind: str, layers: int, label: str = "", **relation) -> Claim:
         settings = {"heads": "2", "layers": str(layers), **_norm(kind, layers)}
         return Claim(label or f"{kind}, {layers} layer(s), 2 heads", "lindyn", _METHOD[kind],
                      "final/test_loss", settings, budget,
-                     cost_s=cost(_STEP_S[(kind, layers)]), **relation)  # fmt: skip
+                     cost_s=_costs(_STEP_S[(kind, layers)], 20), **relation)  # fmt: skip
 
     not_reach = dict(versus=mesa, check="at_least", cite=f"{_CH3} (deep stacks against one "
                      "mesa layer)")  # fmt: skip
@@ -132,8 +138,8 @@ def _probes() -> Table:
         where = "the input tokens" if layer == 0 else f"layer {layer}"
         return Claim(label or f"{words[target]}, after {where}", "lindyn", "causal_lsa",
                      f"final/probe/{target}_layer{layer}", settings, budget,
-                     cost_s={"quick": 300 * 0.278 + 10, "cpu": 2000 * 0.278 + 20,
-                             "paper": 2000 * 0.278 + 20}, **relation)  # fmt: skip
+                     cost_s=_costs(_STEP_S[("linear", PROBED_DEPTH)], 20),
+                     **relation)  # fmt: skip
 
     def rises(target: str, layer: int) -> Claim:
         return line(target, layer, f"{words[target]}: after layer {layer} above the input",
@@ -180,10 +186,9 @@ def _hybrids() -> Table:
         settings = {"tokens": "raw", "heads": "2", "layers": str(layers)}
         if hybrid:
             settings["first_layer"] = "softmax"
-        step = _HYBRID_STEP_S[(method, layers)]
         return Claim(label, "lindyn", method, metric, settings, budget,
-                     cost_s={"quick": 300 * step + 20, "cpu": 2000 * step + 20,
-                             "paper": 2000 * step + 20}, **relation)  # fmt: skip
+                     cost_s=_costs(_HYBRID_STEP_S[(method, layers)], 20),
+                     **relation)  # fmt: skip
 
     hybrid = "hybrid: softmax, then 1 mesa layer"
     cite = f"{_CH3} (hybrid models on raw tokens)"
@@ -243,8 +248,7 @@ def _one_per_layer(benchmark: str, metric: str, settings: dict[str, str], shape:
     budget = {**{p: {"iterations": str(n)} for p, n in steps.items()}, "paper": {}}
 
     def line(method: str, label: str = "", **relation) -> Claim:
-        step = _STEP_S_BY[benchmark][method]
-        cost = {p: n * step + overhead_s for p, n in {**steps, "paper": 2000}.items()}
+        cost = _costs(_STEP_S_BY[benchmark][method], overhead_s, **steps)
         return Claim(label or f"{_LAYER_NAMES[method]}, {shape}", benchmark, method, metric,
                      settings, budget, cost_s=cost, **relation)  # fmt: skip
 
