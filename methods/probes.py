@@ -78,6 +78,13 @@ def probe_depths(
     return scores
 
 
+def is_autoregressive_regression(problem) -> bool:
+    """Whether each state is regressed on the ones before it (its inputs and targets are
+    states of one width), as on linear dynamics."""
+    return (problem.causal and problem.loss != "cross_entropy"
+            and problem.input_shape == (problem.output_dim,))  # fmt: skip
+
+
 #: Seed roles of the probes' sequences (fitted on one set, scored on another), apart from
 #: training, validation and test draws.
 _FIT_ROLE, _SCORE_ROLE = 6, 7
@@ -88,7 +95,7 @@ def probe_analysis(method, source, seed: int, sequences: int = 256) -> dict[str,
     (k = 0: the input tokens), over positions t >= D (where the transitions seen span the
     state space). Only on autoregressive tasks (the state predicts the next state)."""
     problem = source.problem
-    if problem.loss == "cross_entropy" or problem.input_shape != (problem.output_dim,):
+    if not is_autoregressive_regression(problem):
         return {}
     draws = []
     for role in (_FIT_ROLE, _SCORE_ROLE):

@@ -18,7 +18,7 @@ from mesabench_datasets.tasks import Problem, TaskSource, seeded_generator
 from methods.api import ArtifactLog
 from methods.icl import InContextMethod
 from methods.mesa import CausalMixer, MesaLayer, mesa_parallel
-from methods.probes import probe_analysis
+from methods.probes import is_autoregressive_regression, probe_analysis
 from methods.registry import register_method
 
 
@@ -231,7 +231,13 @@ class AutoregressiveLeastSquares(InContextMethod):
     so far, and the prediction W_t s_t (0 before any transition). Nothing to learn."""
 
     Config = LeastSquaresConfig
-    check_problem = SequenceLearner.check_problem
+
+    @classmethod
+    def check_problem(cls, problem: Problem) -> None:
+        SequenceLearner.check_problem(problem)
+        if not is_autoregressive_regression(problem):
+            raise ConfigError("ar_least_squares regresses each state on the previous one: it "
+                              "needs an autoregressive regression benchmark (e.g. lindyn)")
 
     def build_model(self, dim: int) -> nn.Module:
         return nn.Module()

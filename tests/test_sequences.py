@@ -36,6 +36,8 @@ def test_only_sequence_learners_accept_causal_benchmarks():
         plan_run("lsa", "lindyn", device="cpu")
     with pytest.raises(ConfigError, match="sequence learners need"):
         plan_run("mesa", "linreg-icl", device="cpu")
+    with pytest.raises(ConfigError, match="needs an autoregressive regression benchmark"):
+        plan_run("ar_least_squares", "mqar", device="cpu")
 
 
 def test_mesa_learns_in_context_and_logs_the_loss_by_position():
