@@ -89,7 +89,7 @@ def main() -> None:
         x = torch.randn(b, d, dtype=torch.float64)
         for _ in range(length):
             state.step(x, x, x)
-        parallel = b * length * d * d * 8 * 2  # cumulative k k^T and v k^T, float64
+        parallel = b * length * (d * d + length) * 8  # cumulative k k^T, T x T scores; f64
         print(f"  T={length:5d}  recurrent {state.nbytes() / 1024:8.1f} KiB"
               f"   parallel {parallel / 2**20:8.1f} MiB")  # fmt: skip
     mesa_parallel(keys, values, queries, lam)  # the form the parallel figure describes

@@ -97,9 +97,11 @@ def mesa_parallel(keys: Tensor, values: Tensor, queries: Tensor, lam: Tensor) ->
     eye = torch.eye(d, dtype=keys.dtype, device=keys.device)
     gram = torch.cumsum(keys[..., :, None] * keys[..., None, :], dim=1)  # [B, T, d, d]
     gram = gram + eye / lam.view(-1, 1, 1, 1)
-    memory = torch.cumsum(values[..., :, None] * keys[..., None, :], dim=1)  # [B, T, e, d]
-    solved = torch.linalg.solve(gram, queries[..., None])  # R_t q_t (gram is symmetric)
-    return (memory @ solved)[..., 0]
+    solved = torch.linalg.solve(gram, queries[..., None])[..., 0]  # R_t q_t (gram symmetric)
+    # sum_{t'<=t} v_t' (k_t' . R_t q_t) as a masked product: no [T, e, d] memory per sequence.
+    steps = keys.shape[1]
+    future = torch.ones(steps, steps, dtype=torch.bool, device=keys.device).triu(1)
+    return (solved @ keys.transpose(-1, -2)).masked_fill(future, 0.0) @ values
 
 
 MESA_FORMS = {"parallel": mesa_parallel, "recurrent": mesa_recurrent, "chunked": mesa_chunked}

@@ -17,9 +17,12 @@ from mesabench_core import ConfigError, param
 from mesabench_datasets.tasks import Problem, TaskSource, seeded_generator
 from methods.api import ArtifactLog
 from methods.icl import InContextMethod
+from methods.losses import per_task_loss
 from methods.mesa import CausalMixer, MesaLayer, mesa_parallel
 from methods.probes import is_autoregressive_regression, probe_analysis
 from methods.registry import register_method
+from methods.repurpose import repurposing_scores
+from methods.ssm import CausalGDSSM
 
 
 class CausalSoftmaxAttention(CausalMixer):
@@ -40,14 +43,27 @@ class CausalSoftmaxAttention(CausalMixer):
         earlier one)."""
         return self.weights_from(*self.keys_queries(tokens))
 
+    def reading(self, weights: Tensor) -> Callable[[Tensor, Tensor], Tensor]:
+        """The layer's residual step with its attention replaced by ``weights`` (``[T, T]``,
+        for a sensitivity test): ``(tokens, read) -> tokens + update``."""
+
+        def step(tokens: Tensor, read: Tensor) -> Tensor:
+            values = torch.einsum("hed,btd->hbte", self.value, read)
+            return tokens + torch.einsum("hed,hbtd->bte", self.projection, weights @ values)
+
+        return step
+
 
 class CausalLinearAttention(CausalMixer):
     """Causal linear self-attention, out_t = P (sum_{t'<=t} v_t' k_t'^T) q_t: the mesa layer
     without the inverse, i.e. one gradient step instead of the ridge solution."""
 
     def mix(self, keys: Tensor, values: Tensor, queries: Tensor, tokens: Tensor) -> Tensor:
-        memory = torch.cumsum(values[..., :, None] * keys[..., None, :], dim=2)  # [H,B,T,e,k]
-        return (memory @ queries[..., None])[..., 0]
+        # The quadratic form (q_t . k_t') masked to t' <= t: the same sums as the memory's
+        # cumulative sum, without a [T, e, k] memory per sequence (many times faster here).
+        steps = keys.shape[2]
+        future = torch.ones(steps, steps, dtype=torch.bool, device=keys.device).triu(1)
+        return (queries @ keys.transpose(-1, -2)).masked_fill(future, 0.0) @ values
 
 
 def _mesa(dim: int, c: SequenceConfig) -> CausalMixer:
@@ -60,6 +76,10 @@ def _linear(dim: int, c: SequenceConfig) -> CausalMixer:
 
 def _softmax(dim: int, c: SequenceConfig) -> CausalMixer:
     return CausalSoftmaxAttention(dim, c.heads, init_std=c.init_std)
+
+
+def _gd_ssm(dim: int, c: SequenceConfig) -> CausalMixer:
+    return CausalGDSSM(dim, c.heads, init_std=c.init_std)
 
 
 def _fla_layers():
@@ -84,15 +104,17 @@ def _gla(dim: int, c: SequenceConfig) -> CausalMixer:
 #: The causal mixers a sequence learner stacks, by the name its ``mixer`` setting takes.
 MIXERS: dict[str, Callable[[int, SequenceConfig], CausalMixer]] = {
     "mesa": _mesa, "linear": _linear, "softmax": _softmax, "deltanet": _deltanet, "gla": _gla,
+    "gd_ssm": _gd_ssm,
 }  # fmt: skip
 
 
 @dataclass(frozen=True)
 class SequenceConfig:
-    mixer: Literal["mesa", "linear", "softmax", "deltanet", "gla"] = param(
+    mixer: Literal["mesa", "linear", "softmax", "deltanet", "gla", "gd_ssm"] = param(
         "mesa",
-        help="the layer stacked: mesa, causal linear or softmax attention, or "
-        "flash-linear-attention's DeltaNet or gated linear attention (gla)",
+        help="the layer stacked: mesa, causal linear or softmax attention, "
+        "flash-linear-attention's DeltaNet or gated linear attention (gla), or GD-SSM's "
+        "recurrence (gd_ssm)",
     )
     layers: int = param(1, min=1)
     first_layer: Literal["same", "softmax"] = param(
@@ -116,6 +138,11 @@ class SequenceConfig:
     layernorm: bool = param(
         False, added="0.2",
         help="pre-LayerNorm on what each layer reads (deep linear stacks overflow without it)",
+    )
+    repurpose: bool = param(
+        False, added="0.2",
+        help="after training on dynamics, score the model as a few-shot regressor on "
+        "prompts x_1, y_1, ..., x_q, plain and with end-of-pair tokens (methods/repurpose.py)",
     )
     lam: float = param(1.0, min=1e-6, help="initial ridge strength of mesa layers")
     init_std: float = param(0.02, min=0.0)
@@ -157,13 +184,17 @@ class SequenceLearner(InContextMethod):
             return raw_tokens(embedded)
         return constructed_tokens(embedded)
 
-    def hidden_states(self, query_x: Tensor) -> list[Tensor]:
+    def hidden_states(
+        self, query_x: Tensor, first: Callable[[Tensor, Tensor], Tensor] | None = None
+    ) -> list[Tensor]:
         """The tokens ``[B, T, width]`` going into the first layer and out of every layer
-        (the residual stream a probe reads): ``layers + 1`` tensors."""
+        (the residual stream a probe reads): ``layers + 1`` tensors. ``first``, if given,
+        stands in for the first layer's residual step ``(tokens, read) -> tokens``."""
         tokens = self.input_tokens(query_x)
         states = [tokens]
-        for layer, norm in zip(self.model.layers, self.model.norms, strict=True):
-            tokens = layer.residual(tokens, norm(tokens))
+        for k, (layer, norm) in enumerate(zip(self.model.layers, self.model.norms, strict=True)):
+            step = first if k == 0 and first is not None else layer.residual
+            tokens = step(tokens, norm(tokens))
             states.append(tokens)
         return states
 
@@ -174,12 +205,36 @@ class SequenceLearner(InContextMethod):
         """Linear probes on the residual stream, layer by layer (:mod:`methods.probes`), and
         how much a first softmax layer reads the previous position (the copy)."""
         final = {**super().analyse(source, log, seed), **probe_analysis(self, source, seed)}
+        if self.config.repurpose and is_autoregressive_regression(self.problem):
+            scores = repurposing_scores(lambda seq: self.forward(seq, seq, seq),
+                                        self.problem.output_dim, seed, self.device)  # fmt: skip
+            final.update(scores)
         first = self.model.layers[0]
         if isinstance(first, CausalSoftmaxAttention):
             batch = source.sample(256, seeded_generator(_COPY_ROLE, seed, device=self.device))
             with torch.no_grad():
                 weights = first.attention(self.input_tokens(batch.query_x))
             final["final/copy/previous_attention"] = previous_attention(weights)
+            if is_autoregressive_regression(self.problem):
+                final.update(self.copy_sensitivity(first, batch))
+        return final
+
+    def copy_sensitivity(self, first: CausalSoftmaxAttention, batch) -> dict[str, float]:
+        """The loss on the same sequences with the first layer's attention as learned, as an
+        exact copy of position t - 1 (at t = 0 of itself, the one position a softmax row can
+        read there), and as nothing (the layer removed): how much the rest of the stack
+        depends on the copy."""
+        steps = batch.query_x.shape[1]
+        shift = batch.query_x.new_ones(steps - 1).diag(-1)
+        shift[0, 0] = 1.0
+        steps_by = {"learned": None, "exact": first.reading(shift),
+                    "without": lambda tokens, read: tokens}  # fmt: skip
+        final = {}
+        with torch.no_grad():
+            for name, step in steps_by.items():
+                pred = self.model.readout(self.hidden_states(batch.query_x, step)[-1])
+                loss = per_task_loss(pred, batch.query_y, self.problem.loss).mean().item()
+                final[f"final/copy/loss_{name}"] = loss
         return final
 
 
@@ -293,6 +348,12 @@ register_method(
     SequenceLearner,
     "gated linear attention (flash-linear-attention's recurrence), sequence tasks",
     mixer="gla",
+)
+register_method(
+    "causal_gd_ssm",
+    SequenceLearner,
+    "GD-SSM's recurrence (3-token local attention, decaying matrix state), sequence tasks",
+    mixer="gd_ssm",
 )
 register_method(
     "ar_least_squares",

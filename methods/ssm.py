@@ -5,6 +5,8 @@
   recurrence with a matrix state S_t = Lambda * S_t-1 + A_t, and a multiplicative output
   o_t = C S_t^T (sum_a D_a w_a). With W selecting (x_t, y_t), Lambda = 1, D selecting x_t+1
   and C = -(eta / N) I, the output at the query is exactly one GD step.
+- The same recurrence as a causal mixer on a token stream (``CausalGDSSM``, the ``gd_ssm``
+  mixer of the causal sequence learners), for sequence tasks such as language modelling.
 - S5-style control: a diagonal linear recurrence over single tokens, no local attention.
 - LSTM / bidirectional LSTM baselines.
 
@@ -27,6 +29,7 @@ from mesabench_datasets.tokens import (
     read_prediction,
 )
 from methods.icl import InContextMethod, feature_map
+from methods.mesa import CausalMixer
 from methods.registry import register_method
 
 
@@ -74,6 +77,58 @@ class GDSSMLayer(nn.Module):
         dots = (win @ probe.unsqueeze(-1)).squeeze(-1)  # w_a . probe
         mixed = torch.einsum("ac,tqa,tqcd->tqd", self.local, dots, win)
         return updated, queries + (carried + mixed) @ self.readout.T
+
+
+#: The causal GD-SSM's initial decay logit: sigmoid(4) = 0.982, a memory of ~50 steps.
+DECAY_LOGIT = 4.0
+
+
+class CausalGDSSM(CausalMixer):
+    """GD-SSM's recurrence on a causal token stream, per head, over the projected keys,
+    values and queries every causal mixer has (so that parameter counts stay comparable):
+
+    A_t = sum_ab W_ab v_t-a k_t-b^T over the window of the last 3 positions (a, b in 0..2),
+    S_t = S_t-1 diag(Lambda) + A_t, out_t = S_t (sum_a D_a q_t-a).
+
+    It starts as causal linear attention with a slow decay (W_00 = D_0 = 1, the rest 0,
+    Lambda = 0.98): the window and the decay are what training may add. Stride 1, since a
+    token stream has no (x, y) pairs to step over.
+    """
+
+    WINDOW = 3
+
+    def __init__(self, dim: int, heads: int = 1, init_std: float = 0.02):
+        super().__init__(dim, heads, init_std=init_std)
+        local = torch.zeros(self.WINDOW, self.WINDOW)
+        local[0, 0] = 1.0
+        self.local = nn.Parameter(local)  # W
+        # Lambda = sigmoid(rho), one per key dimension (shared along the value axis, so that
+        # the layer has no more parameters than its peers); in (0, 1), since a decay above 1
+        # blows the state up over a sequence (it did, unconstrained, in training).
+        self.decay_logit = nn.Parameter(torch.full((heads, 1, self.head_dim), DECAY_LOGIT))
+        self.select = nn.Parameter(torch.eye(self.WINDOW)[0].clone())  # D
+
+    def mix(self, keys: Tensor, values: Tensor, queries: Tensor, tokens: Tensor) -> Tensor:
+        steps = keys.shape[2]
+
+        def back(x: Tensor, a: int) -> Tensor:  # x_t-a at position t (zeros before the start)
+            return torch.cat([x.new_zeros(*x.shape[:2], a, x.shape[3]), x[:, :, : steps - a]], 2)
+
+        past_k = torch.stack([back(keys, b) for b in range(self.WINDOW)])  # [3, H, B, T, k]
+        past_v = [back(values, a) for a in range(self.WINDOW)]
+        mixed_k = torch.einsum("ab,bhntk->ahntk", self.local, past_k)  # sum_b W_ab k_t-b
+        probe = sum(self.select[a] * back(queries, a) for a in range(self.WINDOW))
+        # A Python loop over time: the elementwise decay of a matrix state has no cheap
+        # parallel form, and the sequences here are short.
+        state = keys.new_zeros(*keys.shape[:2], values.shape[-1], keys.shape[-1])
+        decay = torch.sigmoid(self.decay_logit)[:, None]
+        out = []
+        for t in range(steps):
+            write = sum(past_v[a][:, :, t, :, None] * mixed_k[a, :, :, t, None, :]
+                        for a in range(self.WINDOW))  # fmt: skip
+            state = decay * state + write
+            out.append((state @ probe[:, :, t, :, None])[..., 0])
+        return torch.stack(out, dim=2)
 
 
 def gdssm_construction(dim: int, eta: float, context_size: int,

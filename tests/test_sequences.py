@@ -114,11 +114,15 @@ def test_least_squares_reference_is_exact_once_the_transitions_span_the_state():
     assert final["final/loss_t1"] == pytest.approx(5.0, rel=0.1)
 
 
-@pytest.mark.parametrize("method", ["deltanet", "gla", "causal_softmax"])
-def test_sequence_layers_from_the_field_train_in_context(method):
+# GD-SSM's state is linear attention's: from init 0.02 neither gets far in 300 steps.
+@pytest.mark.parametrize("method, init_std", [("deltanet", "0.02"), ("gla", "0.02"),
+                                              ("causal_softmax", "0.02"),
+                                              ("causal_gd_ssm", "0.1")])  # fmt: skip
+def test_sequence_layers_from_the_field_train_in_context(method, init_std):
     plan = plan_run(method, "lindyn",
                     overrides={"iterations": "300", "val_every": "300", "test_tasks": "100",
-                               "length": "16", "layers": "2", "heads": "2", "lr": "3e-3"},
+                               "length": "16", "layers": "2", "heads": "2", "lr": "3e-3",
+                               "init_std": init_std},
                     device="cpu")  # fmt: skip
     final = execute(plan, MemoryRecorder())
     # The zero predictor scores 0.5 * D = 5 at every position. After 300 steps each layer
@@ -218,6 +222,8 @@ def test_a_hybrid_on_raw_tokens_learns_to_copy_and_then_to_predict():
     # Uniform attention would put 0.22 on the previous position (1/(t+1), t = 1..14).
     assert final["final/copy/previous_attention"] > 0.3
     assert final["final/loss_t15"] < 0.2 * final["final/loss_t1"]
+    # The mesa layer reads what the first layer copied: without that layer its loss grows.
+    assert final["final/copy/loss_without"] > 1.5 * final["final/copy/loss_learned"]
 
 
 def test_a_pre_layernorm_stack_reads_normalised_tokens():
@@ -257,3 +263,131 @@ def test_without_triton_the_field_layers_are_refused_in_one_line():
                          timeout=120)  # fmt: skip
     assert "refused: mixer deltanet / gla needs flash-linear-attention's ops" in out.stdout
     assert "pip install fla-core triton" in out.stdout
+
+
+def test_causal_gd_ssm_computes_its_recurrence_and_starts_as_linear_attention():
+    """The GD-SSM mixer against its rule written out as a sum over earlier positions,
+    S_t = sum_t'<=t A_t' diag(Lambda)^(t-t'); and with no decay, linear attention."""
+    from methods.sequence import CausalLinearAttention
+    from methods.ssm import CausalGDSSM
+
+    torch.manual_seed(1)
+    tokens = torch.randn(2, 6, 4, dtype=torch.float64)
+    layer = CausalGDSSM(4, heads=2, init_std=0.5).double()
+    linear = CausalLinearAttention(4, heads=2).double()
+    linear.load_state_dict(layer.state_dict(), strict=False)
+    with torch.no_grad():  # the window at its init and no decay: causal linear attention
+        layer.decay_logit.fill_(float("inf"))
+        torch.testing.assert_close(layer(tokens), linear(tokens), rtol=1e-12, atol=1e-12)
+        layer.local.copy_(torch.randn(3, 3))
+        layer.select.copy_(torch.randn(3))
+        layer.decay_logit.normal_(1.0, 2.0)
+        k, q = layer.keys_queries(tokens)
+        v = torch.einsum("hed,btd->hbte", layer.value, tokens)
+        got = layer.mix(k, v, q, tokens)
+
+    def at(x, t):  # x_t, zero before the start
+        return x[:, :, t] if t >= 0 else torch.zeros_like(x[:, :, 0])
+
+    expected = torch.zeros_like(v)
+    for t in range(6):
+        state = 0
+        for s in range(t + 1):
+            write = sum(layer.local[a, b] * at(v, s - a)[..., :, None] * at(k, s - b)[..., None, :]
+                        for a in range(3) for b in range(3))  # fmt: skip
+            state = state + torch.sigmoid(layer.decay_logit)[:, None] ** (t - s) * write
+        probe = sum(layer.select[a] * at(q, t - a) for a in range(3))
+        expected[:, :, t] = (state @ probe[..., None])[..., 0]
+    torch.testing.assert_close(got, expected, rtol=1e-10, atol=1e-10)
+
+
+def test_copy_sensitivity_scores_the_stack_with_an_exact_copy_and_without_the_layer():
+    """A hybrid (hand-built copy layer, then a random mesa layer): its loss with the first
+    layer's attention replaced by an exact copy equals the rest of the stack run on tokens
+    (s_t, s_t-1, p_t) built directly (s_1 in place of s_0); without the layer, on
+    (s_t, 0, p_t); and the hand-built layer, a near-exact copy, scores as the exact one."""
+    from benchmarks.running.execute import build_method
+    from methods.losses import per_task_loss
+    from methods.sequence import constructed_tokens, raw_tokens
+
+    plan = plan_run("mesa", "lindyn",
+                    overrides={"dim": "3", "length": "12", "tokens": "raw",
+                               "first_layer": "softmax", "layers": "2", "init_std": "0.3"},
+                    device="cpu")  # fmt: skip
+    method = build_method(plan)
+    method.model.double()
+    method.model.layers[0] = copy_layer(3)
+    batch = LinDynConfig(dim=3, length=12).build().sample(8, seeded_generator(9))
+    batch = type(batch)(**{f: v.double() if torch.is_tensor(v := getattr(batch, f)) else v
+                           for f in batch.__dataclass_fields__})  # fmt: skip
+    got = method.copy_sensitivity(method.model.layers[0], batch)
+
+    def loss_on(tokens):
+        with torch.no_grad():
+            out = method.model.layers[1](tokens)
+            pred = method.model.readout(out)
+            return per_task_loss(pred, batch.query_y, method.problem.loss).mean().item()
+
+    raw = raw_tokens(batch.query_x)
+    built = torch.cat([constructed_tokens(batch.query_x), raw[..., 6:]], dim=-1)
+    built[:, 0, 3:6] = batch.query_x[:, 0]  # at t = 0 the copy reads s_1 itself
+    assert got["final/copy/loss_exact"] == pytest.approx(loss_on(built), rel=1e-10)
+    assert got["final/copy/loss_without"] == pytest.approx(loss_on(raw), rel=1e-10)
+    assert got["final/copy/loss_learned"] == pytest.approx(got["final/copy/loss_exact"],
+                                                           rel=1e-4)  # fmt: skip
+    # The random mesa layer reads the copied slot: removing the copy changes its loss.
+    assert abs(got["final/copy/loss_without"] / got["final/copy/loss_exact"] - 1) > 0.01
+
+
+def test_repurposing_prompts_and_scores_against_least_squares_by_numpy():
+    """The prompts x_1, y_1, (0,) ..., x_q and their scores, with the autoregressive
+    least-squares reference as the model: plain prompts make it regress on the pairs and on
+    the junk transitions y_i -> x_i+1; with end-of-pair tokens, on the pairs and y_i -> 0
+    (0 -> x_i+1 carries no information); continual prompts, another task's first. Each
+    recomputed here with NumPy's lstsq."""
+    from methods.repurpose import regression_prompt, repurposing_scores
+    from methods.sequence import autoregressive_least_squares
+
+    x = torch.arange(1.0, 7.0).view(1, 3, 2)  # x_1, x_2, x_q
+    y = -x[:, :2]
+    eos = regression_prompt(x, y, eos=True)
+    assert eos[0].tolist() == [[1, 2], [-1, -2], [0, 0], [3, 4], [-3, -4], [0, 0], [5, 6]]
+    assert regression_prompt(x, y, eos=False).shape == (1, 5, 2)
+
+    dim, n = 6, 4  # fewer pairs than dimensions: no prompt form is exact
+    scores = repurposing_scores(
+        lambda seq: autoregressive_least_squares(seq.double(), 0.0), dim, seed=3,
+        device=torch.device("cpu"), shots=(n,), tasks=5)  # fmt: skip
+    # The same tasks, drawn again as the analysis draws them.
+    from mesabench_datasets.dynamics import random_orthogonal
+
+    generator = seeded_generator(9, 3)
+    w = random_orthogonal(5, dim, generator).double().numpy()
+    xs = torch.randn(5, n + 1, dim, generator=generator).double().numpy()
+    ys = xs @ w.transpose(0, 2, 1)
+    other_x = torch.randn(5, n, dim, generator=generator).double().numpy()
+    other_y = other_x @ random_orthogonal(5, dim, generator).double().numpy().transpose(0, 2, 1)
+
+    def loss(inputs, targets):  # fit on the rows given, guess y_q
+        total = 0.0
+        for b in range(5):
+            fitted = np.linalg.lstsq(inputs[b], targets[b], rcond=None)[0]
+            total += 0.5 * np.sum((ys[b, -1] - xs[b, -1] @ fitted) ** 2)
+        return total / 5
+
+    pairs_x, pairs_y = xs[:, :-1], ys[:, :-1]
+    junk_x, junk_y = ys[:, :-1], xs[:, 1:]  # y_i -> x_i+1 (the last: y_n -> x_q)
+    zeros = np.zeros_like(pairs_y)
+    assert scores[f"final/repurpose/least_squares_n{n}"] == pytest.approx(
+        loss(pairs_x, pairs_y), rel=1e-5, abs=1e-6)  # fmt: skip
+    assert scores[f"final/repurpose/plain_n{n}"] == pytest.approx(
+        loss(np.concatenate([pairs_x, junk_x], 1), np.concatenate([pairs_y, junk_y], 1)),
+        rel=1e-5)  # fmt: skip
+    assert scores[f"final/repurpose/eos_n{n}"] == pytest.approx(
+        loss(np.concatenate([pairs_x, pairs_y], 1), np.concatenate([pairs_y, zeros], 1)),
+        rel=1e-5)  # fmt: skip
+    # Continual: the other task's pairs and y'_i -> 0 come first, then this task's.
+    assert scores[f"final/repurpose/continual_n{n}"] == pytest.approx(
+        loss(np.concatenate([other_x, other_y, pairs_x, pairs_y], 1),
+             np.concatenate([other_y, zeros, pairs_y, zeros], 1)), rel=1e-5)  # fmt: skip
+    assert scores[f"final/repurpose/least_squares_n{n}"] > 0.5

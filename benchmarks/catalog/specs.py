@@ -197,7 +197,7 @@ register_benchmark(
 )
 
 
-_SEQUENCE_LEARNERS = ("mesa", "causal_lsa", "causal_softmax", "deltanet", "gla")
+_SEQUENCE_LEARNERS = ("mesa", "causal_lsa", "causal_softmax", "deltanet", "gla", "causal_gd_ssm")
 
 register_benchmark(
     BenchmarkSpec(
