@@ -22,7 +22,13 @@ from methods.modulation import (
     build_modulation,
     check_modulation,
 )
-from methods.networks import build_network, check_network_setting, head_names, network_for
+from methods.networks import (
+    IMAGE_NETWORKS,
+    build_network,
+    check_network_setting,
+    head_names,
+    network_for,
+)
 from methods.registry import register_method
 
 
@@ -30,9 +36,11 @@ from methods.registry import register_method
 class MAMLConfig:
     """Settings shared by every gradient-based meta-learner."""
 
-    network: Literal["default", "mlp", "linear", "conv4"] = "default"
+    network: Literal["default", "mlp", "linear", "conv4", "resnet12"] = "default"
     hidden: tuple[int, ...] = param((40, 40), min=1, help="hidden widths of the MLP")
-    channels: int = param(64, min=1, help="channels of each Conv-4 block")
+    channels: int = param(
+        64, min=1, help="channels of each Conv-4 block; ResNet-12's first block (then x2.5, "
+        "x5, x10: 64, 160, 320, 640 at 64)")
     inner_lr: float = param(
         0.01,
         min=0.0,
@@ -97,7 +105,7 @@ class GradientMetaLearner(EpisodicMethod):
         super().__init__(config, problem, device)
         name = network_for(config.network, problem)
         if config.task_batching == "auto":
-            vectorize = not (name == "conv4" and device.type == "cpu")
+            vectorize = not (name in IMAGE_NETWORKS and device.type == "cpu")
         else:
             vectorize = config.task_batching == "vmap"
         self.network = build_network(

@@ -205,7 +205,64 @@ class Conv4(nn.Module):
         return self.head(x.flatten(1))
 
 
-NETWORKS = ("mlp", "linear", "conv4")
+class ResidualBlock(nn.Module):
+    """3 x [conv3x3, BatchNorm] with leaky ReLUs between, plus a 1x1 conv + BatchNorm
+    shortcut; a leaky ReLU and a 2x2 max-pool after the sum."""
+
+    def __init__(self, width_in: int, width: int, fused_norm: bool = False):
+        super().__init__()
+        widths = (width_in, width, width, width)
+        for i in range(1, 4):
+            setattr(self, f"conv{i}", nn.Conv2d(widths[i - 1], width, 3, padding=1, bias=False))
+            setattr(self, f"bn{i}", BatchStatNorm2d(width, fused=fused_norm))
+        self.shortcut = nn.Conv2d(width_in, width, 1, bias=False)
+        self.shortcut_bn = BatchStatNorm2d(width, fused=fused_norm)
+
+    def forward(self, x):
+        out = x
+        for i in range(1, 4):
+            out = getattr(self, f"bn{i}")(getattr(self, f"conv{i}")(out).contiguous())
+            if i < 3:
+                out = nn.functional.leaky_relu(out, RESNET_SLOPE)
+        out = out + self.shortcut_bn(self.shortcut(x).contiguous())
+        return nn.functional.max_pool2d(nn.functional.leaky_relu(out, RESNET_SLOPE), 2)
+
+
+#: ResNet-12's block widths as multiples of the first (64, 160, 320, 640 at 64), and its
+#: leaky ReLU slope: Lee et al. 2019 (MetaOptNet), sec. 4.2, the backbone sparse-MAML's
+#: ResNet-12 table uses (thesis table 4.2).
+RESNET_WIDTHS = (1.0, 2.5, 5.0, 10.0)
+RESNET_SLOPE = 0.1
+
+
+class ResNet12(nn.Module):
+    """ResNet-12: four residual blocks, global average pooling and a linear head.
+
+    BatchNorm on batch statistics, as in :class:`Conv4`, so that the network is a function
+    of its parameters and the batch (vmap over tasks, per-task statistics). DropBlock, which
+    MetaOptNet trains with, is left out: the inner loop would need its random masks drawn
+    per step, and the thesis' text does not say that its ResNet-12 uses it.
+    """
+
+    def __init__(self, in_channels: int, channels: int, out_features: int,
+                 fused_norm: bool = False):  # fmt: skip
+        super().__init__()
+        width = in_channels
+        for i, scale in enumerate(RESNET_WIDTHS, 1):
+            block = ResidualBlock(width, round(channels * scale), fused_norm)
+            setattr(self, f"block{i}", block)
+            width = round(channels * scale)
+        self.head = nn.Linear(width, out_features)
+        self.head_prefix = "head."
+
+    def forward(self, x):
+        for i in range(1, 5):
+            x = getattr(self, f"block{i}")(x)
+        return self.head(x.mean(dim=(2, 3)))
+
+
+NETWORKS = ("mlp", "linear", "conv4", "resnet12")
+IMAGE_NETWORKS = ("conv4", "resnet12")
 
 
 def check_network(name: str, problem: Problem) -> None:
@@ -213,14 +270,14 @@ def check_network(name: str, problem: Problem) -> None:
     ``problem``'s inputs."""
     from mesabench_core import IncompatibleSetting
 
-    if name == "conv4" and len(problem.input_shape) != 3:
+    if name in IMAGE_NETWORKS and len(problem.input_shape) != 3:
         raise IncompatibleSetting(
-            f"conv4 needs [channels, height, width] inputs, got {problem.input_shape}"
+            f"{name} needs [channels, height, width] inputs, got {problem.input_shape}"
         )
     if name in ("mlp", "linear") and len(problem.input_shape) != 1:
         raise IncompatibleSetting(
             f"network {name!r} needs flat inputs, got shape {problem.input_shape}; "
-            "use conv4 (or default) on images"
+            "use conv4, resnet12 (or default) on images"
         )
     if name not in NETWORKS:
         raise IncompatibleSetting(f"unknown network {name!r}; allowed: {', '.join(NETWORKS)}")
@@ -254,6 +311,9 @@ def build_network(
     if name == "conv4":
         in_channels, height, _ = problem.input_shape
         return Conv4(in_channels, height, channels, problem.output_dim, fused_norm=not vmapped)
+    if name == "resnet12":
+        return ResNet12(problem.input_shape[0], channels, problem.output_dim,
+                        fused_norm=not vmapped)  # fmt: skip
     if name == "mlp":
         return MLP(problem.input_shape[0], hidden, problem.output_dim)
     return LinearModel(problem.input_shape[0], problem.output_dim)

@@ -224,3 +224,23 @@ def test_conv4_meta_gradient_is_the_same_vmapped_or_looped(data_root, first_orde
         grads.append(torch.autograd.grad(loss, list(params.values())))
     for a, b in zip(*grads, strict=True):
         torch.testing.assert_close(a, b, atol=1e-10, rtol=1e-8)
+
+
+def test_sparse_maml_runs_on_a_resnet12_backbone(data_root, store, capsys):
+    """network=resnet12 end to end (thesis table 4.2's backbone, narrowed): masks on every
+    block's tensors, and the run's parameter count the network's."""
+    from methods.networks import ResNet12
+
+    write_omniglot(data_root)
+    code = main(["run", "--method", "sparse_maml", "--benchmark", "omniglot-5w1s", *SMALL,
+                 "--set", "network=resnet12", "--set", "channels=4", "--set", "val_classes=6",
+                 "--set", "iterations=2", "--set", "test_tasks=4", "--set", "inner_steps=2",
+                 "--tracking-uri", store])  # fmt: skip
+    assert code == 0, capsys.readouterr()
+    _, run = _run(store, "omniglot-5w1s")
+    metrics = run.data.metrics
+    assert run.data.params["method.network"] == "resnet12"
+    expected = sum(p.numel() for p in ResNet12(1, 4, 5).parameters())
+    assert metrics["final/num_params"] == expected
+    for tensor in ("block1.conv1.weight", "block4.shortcut.weight", "head.weight"):
+        assert f"final/sparsity/{tensor}" in metrics
