@@ -138,3 +138,31 @@ def test_the_code_digest_follows_the_source_of_the_plugins_package(tmp_path, mon
     for rel in sorted(["__init__.py", "helpers.py", "sub/__init__.py", "sub/method.py"]):
         h.update(f"{rel}\0".encode() + (package / rel).read_bytes())
     assert first == h.hexdigest()[:16]
+
+
+@pytest.mark.parametrize("shots", [1, 5])
+def test_table_41_references_declare_their_settings_and_match_only_runs_like_them(shots):
+    """miniImageNet's published rows (MAML paper; the thesis' table 4.1) declare the
+    settings behind them, so that a run at the benchmark defaults (5 inner steps, 60k
+    iterations, 64 channels) is not ranked beside sparse-MAML's 35-step, 40k-iteration
+    number, while a run at the matching preset is."""
+    from benchmarks.catalog.references import references_for
+    from benchmarks.planning.plan import plan_run
+
+    benchmark = f"miniimagenet-5w{shots}s"
+    rows = {r.method: r for r in references_for(benchmark)}
+    assert set(rows) == {"maml", "fomaml", "sparse_maml", "sparse_relu_maml"}
+    for row in rows.values():
+        declared = {k.split(".", 1)[1] for k in row.settings}
+        assert {"shots", "channels", "inner_lr", "inner_steps", "eval_steps", "meta_batch",
+                "iterations", "first_order"} <= declared, row.method  # fmt: skip
+    for method, preset in (("maml", "paper-32ch"), ("fomaml", "paper-32ch"),
+                           ("sparse_maml", "sparse-maml"), ("sparse_relu_maml", "sparse-maml")):
+        params = plan_run(method, benchmark, device="cpu", preset=preset).flat_params()
+        assert rows[method].differences(params) == {}, method
+        defaults = plan_run(method, benchmark, device="cpu").flat_params()
+        assert rows[method].differences(defaults), method
+    # The default sparse-MAML run differs from its row in the inner loop and the budget.
+    defaults = plan_run("sparse_maml", benchmark, device="cpu").flat_params()
+    assert {"method.inner_steps", "protocol.iterations"} <= set(
+        rows["sparse_maml"].differences(defaults))  # fmt: skip
