@@ -74,7 +74,8 @@ def test_curves_are_the_mean_over_seeds_with_a_std_band():
     (ax,) = fig.axes
     bands = ax.collections  # fill_between: one band per series with >= 2 seeds
     assert len(bands) == 2
-    assert "mean over 3 seed(s)" in fig._suptitle.get_text()
+    # The diverged seed leaves step 20 with two: the title gives the range, not the most.
+    assert "mean over 2-3 seeds" in fig._suptitle.get_text()
 
 
 def test_ood_panels_have_no_ridge_and_panels_without_data_are_left_out():

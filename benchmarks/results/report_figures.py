@@ -268,10 +268,13 @@ def draw(data: FigureData, axes_of: dict[str, Axis] | None = None) -> Figure | N
             ax.set_xlabel(panel.xlabel)
             ax.set_ylabel(panel.ylabel)
             ax.legend(fontsize=FONT_SIZE - 1)
-        seeds = max((n for c in data.curves for n in c.n), default=0)
+        counts = [n for c in data.curves for n in c.n]
+        fewest, seeds = min(counts, default=0), max(counts, default=0)
         band = "band: ±1 std over seeds" if seeds > 1 else "one seed: no band"
+        # Series may have fewer seeds than others (a run unfinished): say the range.
+        over = f"{fewest}-{seeds} seeds" if fewest != seeds else f"{seeds} seed(s)"
         # Wrapped to the figure's width: a one-panel figure is narrow.
-        title = textwrap.fill(f"{data.title} — mean over {seeds} seed(s); {band}",
+        title = textwrap.fill(f"{data.title} — mean over {over}; {band}",
                               width=52 * columns)  # fmt: skip
         fig.suptitle(title, fontsize=FONT_SIZE + 1)
         fig.tight_layout()
