@@ -14,6 +14,7 @@ Three forms compute the same causal outputs:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Literal
 
 import torch
@@ -91,6 +92,11 @@ def mesa_chunked(
     return torch.cat(outputs, dim=1)
 
 
+def future_positions(steps: int, device: torch.device) -> Tensor:
+    """``[T, T]`` boolean mask, true where position t' > t (what a causal layer may not read)."""
+    return torch.ones(steps, steps, dtype=torch.bool, device=device).triu(1)
+
+
 def mesa_parallel(keys: Tensor, values: Tensor, queries: Tensor, lam: Tensor) -> Tensor:
     """The same outputs from cumulative sums and a batched solve at every step."""
     d = keys.shape[-1]
@@ -99,8 +105,7 @@ def mesa_parallel(keys: Tensor, values: Tensor, queries: Tensor, lam: Tensor) ->
     gram = gram + eye / lam.view(-1, 1, 1, 1)
     solved = torch.linalg.solve(gram, queries[..., None])[..., 0]  # R_t q_t (gram symmetric)
     # sum_{t'<=t} v_t' (k_t' . R_t q_t) as a masked product: no [T, e, d] memory per sequence.
-    steps = keys.shape[1]
-    future = torch.ones(steps, steps, dtype=torch.bool, device=keys.device).triu(1)
+    future = future_positions(keys.shape[1], keys.device)
     return (solved @ keys.transpose(-1, -2)).masked_fill(future, 0.0) @ values
 
 
@@ -133,12 +138,13 @@ class CausalMixer(nn.Module):
     def forward(self, tokens: Tensor) -> Tensor:
         return self.residual(tokens, tokens)
 
-    def residual(self, tokens: Tensor, read: Tensor) -> Tensor:
+    def residual(self, tokens: Tensor, read: Tensor, mix: Callable | None = None) -> Tensor:
         """``tokens`` plus the layer's update computed from ``read`` (the tokens themselves,
-        or a normalised copy of them: a pre-LayerNorm block)."""
+        or a normalised copy of them: a pre-LayerNorm block). ``mix``, if given, stands in
+        for the layer's own (an analysis replacing what the layer computes)."""
         k, q = self.keys_queries(read)
         v = torch.einsum("hed,btd->hbte", self.value, read)
-        out = self.mix(k, v, q, read)  # [H, B, T, D]
+        out = (mix or self.mix)(k, v, q, read)  # [H, B, T, D]
         return tokens + torch.einsum("hed,hbtd->bte", self.projection, out)
 
     def keys_queries(self, read: Tensor) -> tuple[Tensor, Tensor]:

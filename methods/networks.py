@@ -249,9 +249,8 @@ class ResNet12(nn.Module):
         super().__init__()
         width = in_channels
         for i, scale in enumerate(RESNET_WIDTHS, 1):
-            block = ResidualBlock(width, round(channels * scale), fused_norm)
-            setattr(self, f"block{i}", block)
-            width = round(channels * scale)
+            setattr(self, f"block{i}", ResidualBlock(width, round(channels * scale), fused_norm))
+            width = getattr(self, f"block{i}").shortcut.out_channels
         self.head = nn.Linear(width, out_features)
         self.head_prefix = "head."
 

@@ -13,12 +13,12 @@ from typing import Literal
 import torch
 from torch import Tensor, nn
 
-from mesabench_core import ConfigError, param
+from mesabench_core import ConfigError, IncompatibleSetting, param
 from mesabench_datasets.tasks import Problem, TaskSource, seeded_generator
 from methods.api import ArtifactLog
 from methods.icl import InContextMethod
 from methods.losses import per_task_loss
-from methods.mesa import CausalMixer, MesaLayer, mesa_parallel
+from methods.mesa import CausalMixer, MesaLayer, future_positions, mesa_parallel
 from methods.probes import is_autoregressive_regression, probe_analysis
 from methods.registry import register_method
 from methods.repurpose import repurposing_scores
@@ -33,8 +33,7 @@ class CausalSoftmaxAttention(CausalMixer):
 
     @staticmethod
     def weights_from(keys: Tensor, queries: Tensor) -> Tensor:
-        steps = keys.shape[2]
-        future = torch.ones(steps, steps, dtype=torch.bool, device=keys.device).triu(1)
+        future = future_positions(keys.shape[2], keys.device)
         scores = (queries @ keys.transpose(-1, -2)) / keys.shape[-1] ** 0.5
         return scores.masked_fill(future, float("-inf")).softmax(dim=-1)
 
@@ -48,8 +47,7 @@ class CausalSoftmaxAttention(CausalMixer):
         for a sensitivity test): ``(tokens, read) -> tokens + update``."""
 
         def step(tokens: Tensor, read: Tensor) -> Tensor:
-            values = torch.einsum("hed,btd->hbte", self.value, read)
-            return tokens + torch.einsum("hed,hbtd->bte", self.projection, weights @ values)
+            return self.residual(tokens, read, lambda keys, values, queries, _: weights @ values)
 
         return step
 
@@ -61,8 +59,7 @@ class CausalLinearAttention(CausalMixer):
     def mix(self, keys: Tensor, values: Tensor, queries: Tensor, tokens: Tensor) -> Tensor:
         # The quadratic form (q_t . k_t') masked to t' <= t: the same sums as the memory's
         # cumulative sum, without a [T, e, k] memory per sequence (many times faster here).
-        steps = keys.shape[2]
-        future = torch.ones(steps, steps, dtype=torch.bool, device=keys.device).triu(1)
+        future = future_positions(keys.shape[2], keys.device)
         return (queries @ keys.transpose(-1, -2)).masked_fill(future, 0.0) @ values
 
 
@@ -161,6 +158,13 @@ class SequenceLearner(InContextMethod):
         if not problem.causal:
             raise ConfigError("sequence learners need a causal sequence benchmark (e.g. lindyn)")
 
+    @classmethod
+    def check_config(cls, config: SequenceConfig, problem: Problem) -> None:
+        if config.repurpose and not is_autoregressive_regression(problem):
+            raise IncompatibleSetting("repurpose scores a model trained on linear dynamics "
+                                      "as a regressor: it needs an autoregressive regression "
+                                      "benchmark (e.g. lindyn)")  # fmt: skip
+
     def build_model(self, dim: int) -> nn.Module:
         c = self.config
 
@@ -205,7 +209,7 @@ class SequenceLearner(InContextMethod):
         """Linear probes on the residual stream, layer by layer (:mod:`methods.probes`), and
         how much a first softmax layer reads the previous position (the copy)."""
         final = {**super().analyse(source, log, seed), **probe_analysis(self, source, seed)}
-        if self.config.repurpose and is_autoregressive_regression(self.problem):
+        if self.config.repurpose:  # check_config: on autoregressive regression only
             scores = repurposing_scores(lambda seq: self.forward(seq, seq, seq),
                                         self.problem.output_dim, seed, self.device)  # fmt: skip
             final.update(scores)

@@ -38,6 +38,9 @@ def test_only_sequence_learners_accept_causal_benchmarks():
         plan_run("mesa", "linreg-icl", device="cpu")
     with pytest.raises(ConfigError, match="needs an autoregressive regression benchmark"):
         plan_run("ar_least_squares", "mqar", device="cpu")
+    # repurpose on a token task would have been ignored without a word: refused instead.
+    with pytest.raises(ConfigError, match="repurpose .* needs an autoregressive regression"):
+        plan_run("mesa", "mqar", overrides={"repurpose": "true"}, device="cpu")
 
 
 def test_mesa_learns_in_context_and_logs_the_loss_by_position():
