@@ -46,9 +46,13 @@ class FewShotConfig:
     rotations: bool = param(False, help="Omniglot: 90-degree rotations as extra classes")
     val_classes: int = param(100, min=1, help="Omniglot: training classes held out for val")
     file_format: Literal["auto", "pickle", "csv"] = "auto"
-    test_dataset: Literal["same", "omniglot", "mnist", "fashion_mnist"] = param(
-        "same", help="meta-test on another dataset (cross-domain)"
-    )
+    test_dataset: Literal[
+        "same", "omniglot", "mnist", "fashion_mnist", "miniimagenet", "cifarfs", "fc100",
+        "tiered_imagenet", "cub",
+    ] = param(
+        "same", help="meta-test on another dataset with the same image shape (cross-domain): "
+        "its meta-test classes, or all of Omniglot / MNIST / Fashion-MNIST's test split",
+    )  # fmt: skip
 
     def check(self) -> None:
         if self.test_dataset != "same":
@@ -84,8 +88,19 @@ def _pools(config: FewShotConfig, data_root: str | None) -> dict[str, ImagePool]
 
 @functools.lru_cache(maxsize=8)
 def dataset_pool(name: str, data_root: str | None, part: str = "test") -> ImagePool:
-    """A whole 28x28 dataset as one pool of classes: every Omniglot character, or the ten
-    classes of MNIST / Fashion-MNIST's ``part`` (``train`` or ``test``) split."""
+    """A dataset as one pool of classes for a cross-domain meta-test: every Omniglot
+    character; the ten classes of MNIST / Fashion-MNIST's ``part`` (``train`` or ``test``)
+    split; a few-shot set's meta-test classes (miniImageNet, CIFAR-FS, FC100,
+    tiered-ImageNet, CUB: the split a cross-domain protocol tests on), from whichever of
+    its supported formats is on disk."""
+    if name == "miniimagenet":
+        from mesabench_datasets.miniimagenet import load_miniimagenet
+
+        return load_miniimagenet("auto", data_root)["test"]
+    if name in ("cifarfs", "fc100", "tiered_imagenet", "cub"):
+        from mesabench_datasets.fewshot_sets import load_fewshot_set
+
+        return load_fewshot_set(name, data_root)["test"]
     if name == "omniglot":
         from mesabench_datasets.omniglot import load_omniglot, omniglot_pool
 

@@ -1,11 +1,14 @@
-"""Figures of the in-context learners' analyses (matplotlib, headless)."""
+"""Figures of the in-context learners' analyses (matplotlib, headless).
+
+Figures are built as ``matplotlib.figure.Figure`` objects, never through pyplot's figure
+manager: a caller that keeps them (the in-memory recorder, a notebook) leaves nothing open
+behind in a global registry ("More than 20 figures have been opened")."""
 
 from __future__ import annotations
 
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
 #: The colour of each series of these figures; the suite's figures and reports use the same
@@ -20,7 +23,8 @@ ICL_SERIES_COLOURS = {
 
 def icl_curves_figure(curves) -> Figure:
     """Loss vs context size, and vs input / teacher scale, for the model, GD, GD++, ridge."""
-    fig, axes = plt.subplots(1, 3, figsize=(12, 3.6))
+    fig = Figure(figsize=(12, 3.6))
+    axes = fig.subplots(1, 3)
     titles = {
         "context": "context points",
         "ood_input": "input scale alpha",
@@ -46,7 +50,8 @@ def lsa_weights_figure(key_query, proj_value, repeat_curves, interpolation) -> F
     """Heatmaps of W_K^T W_Q and P W_V per head; loss of the repeated layer vs GD; loss along
     the path from the trained to the constructed weights."""
     heads = key_query.shape[0]
-    fig, axes = plt.subplots(1, 2 * heads + 2, figsize=(4 * (2 * heads + 2), 3.6))
+    fig = Figure(figsize=(4 * (2 * heads + 2), 3.6))
+    axes = fig.subplots(1, 2 * heads + 2)
     for h in range(heads):
         for ax, matrix, title in (
             (axes[2 * h], key_query[h], "W_K^T W_Q"),

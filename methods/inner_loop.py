@@ -4,7 +4,10 @@ Built on ``torch.func.functional_call`` and ``torch.func.grad`` for a single tas
 vectorised over the task batch with ``torch.func.vmap``. Second-order by default; with
 ``first_order`` the inner gradients are detached, which leaves the outer gradient equal to
 the query gradient at the adapted weights (plus, for learned modulations, the first-order
-gradient through the step).
+gradient through the step). With ``modulation_first_order`` the two are mixed, as the thesis'
+sparse-MAML rule has it (eq. 4.4: the mask's gradient ignores second-order terms, following
+FOMAML): the weights get the second-order meta-gradient, with the modulation's values as
+constants, and the modulation's parameters the first-order one.
 """
 
 from __future__ import annotations
@@ -27,6 +30,40 @@ def _detached(params: Params) -> Params:
     return {n: p.detach() for n, p in params.items()}
 
 
+class _Steps:
+    """The modulated steps of one adaptation: ``w <- w - modulation.step(name, g)``.
+
+    Mixed order (thesis eq. 4.4) keeps two parts: the weights' path, stepped with the
+    modulation's parameters as constants (so the weights' meta-gradient is the full second
+    order one at the masks' values), and a sum of terms whose value is zero and whose gradient
+    to the modulation's parameters is the first-order one: ``step(m, g) - step(m', g)`` with
+    ``g`` and ``m'`` detached. Gradients are taken on the weights' path alone, so no second-
+    order term reaches the modulation through later steps."""
+
+    def __init__(self, modulation: GradientModulation, mixed: bool):
+        self.modulation, self.mixed = modulation, mixed
+        self.constant: Params = {}
+        if mixed:
+            self.constant = {n: p.detach() for n, p in modulation.named_parameters()}
+        self.zero_valued: Params = {}
+
+    def take(self, fast: Params, grads: Params) -> Params:
+        if not self.mixed:
+            return {n: fast[n] - self.modulation.step(n, grads[n]) for n in fast}
+        out = {}
+        for n in fast:
+            g, held = grads[n], grads[n].detach()
+            out[n] = fast[n] - functional_call(self.modulation, self.constant, (n, g))
+            first = self.modulation.step(n, held) - functional_call(
+                self.modulation, self.constant, (n, held))  # fmt: skip
+            self.zero_valued[n] = self.zero_valued[n] - first if n in self.zero_valued else -first
+        return out
+
+    def result(self, fast: Params) -> Params:
+        return {n: w + self.zero_valued[n] if n in self.zero_valued else w
+                for n, w in fast.items()}  # fmt: skip
+
+
 class InnerLoop:
     """Adapts a network's parameters to a task's support set by modulated gradient steps."""
 
@@ -38,12 +75,14 @@ class InnerLoop:
         adapted: Collection[str],
         first_order: bool = False,
         vectorize: bool = True,
+        modulation_first_order: bool = False,
     ):
         self.network = network
         self.modulation = modulation
         self.loss = loss
         self.adapted = list(adapted)
         self.first_order = first_order
+        self.mixed_order = modulation_first_order and not first_order
         # vmap over tasks, or a Python loop over the same single-task function. vmap wins for
         # small networks; on a CPU, per-task convolutions stay in cache and a loop is faster.
         self.vectorize = vectorize
@@ -62,6 +101,7 @@ class InnerLoop:
         """Parameters after ``steps`` modulated gradient steps on one task's support set."""
         fast = {n: params[n] for n in self.adapted}
         frozen = {n: p for n, p in params.items() if n not in fast}
+        steps_of = _Steps(self.modulation, self.mixed_order)
         for _ in range(steps):
             if self.first_order:
                 # The inner gradient is a constant to the outer loop: compute it on detached
@@ -69,8 +109,8 @@ class InnerLoop:
                 grads = grad(self._support_loss)(_detached(fast), _detached(frozen), buffers, x, y)
             else:
                 grads = grad(self._support_loss)(fast, frozen, buffers, x, y)
-            fast = {n: fast[n] - self.modulation.step(n, grads[n]) for n in fast}
-        return {**frozen, **fast}
+            fast = steps_of.take(fast, grads)
+        return {**frozen, **steps_of.result(fast)}
 
     def query_loss(
         self,
@@ -142,15 +182,14 @@ class InnerLoop:
         fast = {n: per_task[n] for n in self.adapted}
         frozen = {n: w for n, w in per_task.items() if n not in fast}
         second_order = not self.first_order and any(p.requires_grad for p in params.values())
+        steps_of = _Steps(self.modulation, self.mixed_order)
         for _ in range(steps if fast else 0):  # nothing adapted (no_adaptation): no steps
             # Plain differentiable operations: the graph is kept for the second order (in
             # grad mode), not built at all for the first.
             with nullcontext() if second_order else torch.no_grad():
                 every = self.network.batched_gradients({**frozen, **fast}, sx, sy, self.loss)
-            grads = [every[n] for n in fast]
-            steps_taken = zip(fast.items(), grads, strict=True)
-            fast = {n: w - self.modulation.step(n, g) for (n, w), g in steps_taken}
-        return {**frozen, **fast}
+            fast = steps_of.take(fast, {n: every[n] for n in fast})
+        return {**frozen, **steps_of.result(fast)}
 
     def _over_tasks(self, fn, params: Params, buffers: Params, tasks: tuple, steps: int):
         if self.vectorize:

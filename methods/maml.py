@@ -50,6 +50,9 @@ class MAMLConfig:
     inner_steps: int = param(1, min=0, help="inner steps during meta-training")
     test_inner_steps: int = param(10, min=0, help="inner steps when predict() is not told")
     first_order: bool = False
+    modulation_first_order: bool = param(
+        False, help="masks / rates get the first-order meta-gradient while the weights keep "
+        "the second order (thesis eq. 4.4); needs first_order false and a learned modulation")
     adapt: Literal["all", "head", "none"] = "all"
     modulation: str = param(
         "fixed",
@@ -71,6 +74,10 @@ class MAMLConfig:
         check_modulation(self.modulation)
         if self.modulation != "fixed" and self.adapt == "none":
             raise ConfigError("modulation needs adapted parameters (adapt must be all or head)")
+        if self.modulation_first_order and (self.first_order or self.modulation == "fixed"):
+            raise ConfigError(
+                "modulation_first_order needs first_order false (a first-order loop is first "
+                "order for the masks too) and a learned modulation (not fixed)")
 
 
 def modulation_settings(config: MAMLConfig, shapes: dict[str, torch.Size]) -> ModulationSettings:
@@ -123,7 +130,8 @@ class GradientMetaLearner(EpisodicMethod):
         settings = modulation_settings(config, shapes)
         self.modulation = build_modulation(config.modulation, settings).to(device)
         self.inner = InnerLoop(
-            self.network, self.modulation, problem.loss, adapted, config.first_order, vectorize
+            self.network, self.modulation, problem.loss, adapted, config.first_order, vectorize,
+            modulation_first_order=config.modulation_first_order,
         )
         self.optimizer = torch.optim.Adam(self.network.parameters(), lr=config.outer_lr)
         modulation_params = list(self.modulation.parameters())

@@ -50,6 +50,11 @@ class GradientModulation(nn.Module):
     def step(self, name: str, grad: Tensor) -> Tensor:
         return self.rate(name) * grad
 
+    def forward(self, name: str, grad: Tensor) -> Tensor:
+        # The step as the module's call, so that torch.func.functional_call can run it with
+        # the modulation's parameters swapped for constants (the inner loop's mixed order).
+        return self.step(name, grad)
+
     def sparsity(self) -> dict[str, float]:
         """Fraction of entries whose inner-loop step is exactly zero, per tensor."""
         return {}

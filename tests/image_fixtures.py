@@ -15,10 +15,11 @@ SPLIT_CLASSES = {"train": WNIDS[:6], "val": WNIDS[6:9], "test": WNIDS[9:12]}
 
 
 def class_image(class_id: int, shape: tuple[int, ...], variant: int = 0) -> np.ndarray:
-    """An image whose top-left pixel is the class id and second pixel the variant."""
+    """An image whose top-left pixel is the class id (mod 256: larger sets are for runs, not
+    for reading ids back) and second pixel the variant."""
     rng = np.random.default_rng(1000 * class_id + variant)
     image = rng.integers(0, 256, size=shape, dtype=np.uint8)
-    image.flat[0] = class_id
+    image.flat[0] = class_id % 256
     image.flat[1] = variant
     return image
 

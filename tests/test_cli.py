@@ -37,6 +37,9 @@ def _runs(store: str, benchmark: str = "sinusoid-5shot"):
         (["run", "--method", "maml", "--seed", "-3"], "seed must be >= 0"),
         (["run"], "run needs --method"),
         (["list", "things"], "invalid choice"),
+        (["list"], "what: one of methods, benchmarks, modulations"),
+        (["show", "mamll"], "neither a benchmark nor a method; did you mean maml"),
+        (["show", "omniglot-5w"], "did you mean omniglot-5w5s or omniglot-5w1s"),
     ],
 )
 def test_bad_input_is_one_line_exit_2_and_writes_nothing(argv, message, store, capsys):
@@ -144,6 +147,18 @@ def test_failing_run_is_marked_failed_with_reason(store, monkeypatch):
     assert run.info.status == "FAILED"
     assert run.data.tags["error"] == "RuntimeError: simulated failure"
     assert "error.txt" in {a.path for a in client.list_artifacts(run.info.run_id)}
+
+
+def test_no_command_prints_the_commands_then_the_one_line_error(capsys):
+    """`python -m benchmarks` alone: the help (every command) on stdout, then one line
+    naming what is missing and what is allowed, exit 2."""
+    assert main([]) == 2
+    out, err = capsys.readouterr()
+    assert out.startswith("usage: python -m benchmarks")
+    for command in ("run", "leaderboard", "reproduce", "sweep"):
+        assert f"    {command}" in out
+    assert err.count("\n") == 1
+    assert "command: one of run, evaluate, list, show" in err and "--help" in err
 
 
 def test_list_and_show(capsys):

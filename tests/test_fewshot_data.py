@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 
+from mesabench_core import ConfigError
 from mesabench_datasets.data_root import DataNotFoundError
 from mesabench_datasets.fewshot import FewShotConfig
 from mesabench_datasets.images import DatasetFormatError
@@ -17,6 +18,7 @@ from mesabench_datasets.tasks import seeded_generator
 from tests.image_fixtures import (
     SPLIT_CLASSES,
     WNIDS,
+    write_cub_images,
     write_miniimagenet_csv,
     write_miniimagenet_pickles,
     write_mnist,
@@ -181,6 +183,25 @@ def test_cross_domain_test_split_comes_from_the_other_dataset(data_root):
     _assert_labels_consistent(test)
     train = source.sample(5, seeded_generator(0), "train")
     assert set(_class_ids(train.support_x).flatten().tolist()) <= set(range(48))
+
+
+def test_cross_domain_meta_test_on_cub_after_miniimagenet(data_root):
+    """Thesis table 4.4's protocol: meta-train on miniImageNet (here its pickles), meta-test
+    on CUB's meta-test classes (Chen et al.'s split: 004, 008, ..., class ids 3 mod 4)."""
+    write_miniimagenet_pickles(data_root)
+    write_cub_images(data_root, per_class=2)
+    config = FewShotConfig(dataset="miniimagenet", ways=3, shots=1, queries=1,
+                           test_dataset="cub")  # fmt: skip
+    source = config.build()
+    test = source.sample(20, seeded_generator(0), "test")
+    ids = set(_class_ids(test.support_x).flatten().tolist())
+    assert ids <= set(range(3, 200, 4)) and len(ids) > 15
+    _assert_labels_consistent(test)
+    train = source.sample(5, seeded_generator(0), "train")
+    wnids = {WNIDS.index(w) for w in SPLIT_CLASSES["train"]}
+    assert set(_class_ids(train.support_x).flatten().tolist()) <= wnids
+    with pytest.raises(ConfigError, match="test_dataset mnist has \\(1, 28, 28\\) images"):
+        FewShotConfig(dataset="miniimagenet", test_dataset="mnist").check()
 
 
 def test_official_omniglot_folders_convert_once_to_the_array_form(tmp_path):

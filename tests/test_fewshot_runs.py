@@ -244,3 +244,37 @@ def test_sparse_maml_runs_on_a_resnet12_backbone(data_root, store, capsys):
     assert metrics["final/num_params"] == expected
     for tensor in ("block1.conv1.weight", "block4.shortcut.weight", "head.weight"):
         assert f"final/sparsity/{tensor}" in metrics
+
+
+@pytest.mark.slow
+def test_the_few_shot_chapter_tables_run_on_fixtures(data_root, tmp_path):
+    """sparse-MAML's depth table (output layer included) and the cross-domain table run
+    whole at the quick preset on generated Omniglot and MNIST: every line judged, each
+    depth verdict the comparison of the two logged sparsities, the cross-domain runs
+    meta-tested on MNIST."""
+    from benchmarks.published.reproduce import reproduce
+    from benchmarks.published.tables import TABLES
+    from benchmarks.store.tracking import MlflowTracker
+    from tests.image_fixtures import write_mnist
+
+    write_omniglot(data_root, alphabets=50, characters=26)  # 1,300: MAML's 1,200 and a test
+    write_mnist(data_root)
+    store = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    tracker = MlflowTracker(store)
+    depth = reproduce(TABLES["sparse-maml-depth"], tracker, "quick", seeds="0",
+                      data_root=str(data_root))  # fmt: skip
+    assert depth.failed == 0
+    by_label = {line.claim.label: line for line in depth.lines}
+    (run_id, metrics), = depth.runs["head weight"].values()
+    for layer, deeper in (("conv3", "conv4"), ("conv4", "head")):
+        line = by_label[f"{layer} weight"]
+        mine, theirs = (metrics[f"final/sparsity/{n}.weight"] for n in (layer, deeper))
+        assert line.verdict == ("reproduced" if mine >= theirs else "not reproduced")
+    cross = reproduce(TABLES["sparse-maml-cross-domain"], tracker, "quick", seeds="0",
+                      data_root=str(data_root))  # fmt: skip
+    assert cross.failed == 0 and all(line.verdict != "not run" for line in cross.lines)
+    client = MlflowClient(store)
+    for runs in cross.runs.values():
+        (run_id, _), = runs.values()
+        params = client.get_run(run_id).data.params
+        assert params["task.test_dataset"] == "mnist" and params["task.shots"] == "5"

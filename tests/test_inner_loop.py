@@ -377,3 +377,45 @@ def test_the_batched_path_runs_on_one_thread_and_restores_the_count():
     finally:
         torch.set_num_threads(2)
 
+
+
+@pytest.mark.parametrize("vectorize", [True, False])
+def test_mixed_order_is_second_order_for_weights_and_first_order_for_masks(vectorize):
+    """Thesis eq. 4.4 (sparse-MAML's binary masks, first order for the mask "following
+    FOMAML") with the weights at the second order, float64, 2 steps: the weights' gradient
+    equals higher's second-order one with the gated rates as constants, the masks' gradient
+    equals FOMAML's written out: -lr * sum_k g_k * dL_query/dphi_K, per task, averaged."""
+    net, batch, lr, steps = _net(), _batch(), 0.05, 2
+    params = dict(net.named_parameters())
+    torch.manual_seed(6)
+    masks = LearnedRates({n: p.shape for n, p in params.items()}, gate="binary", scale=lr,
+                         init="centred", init_value=0.5).double()  # fmt: skip
+    loop = InnerLoop(net, masks, "mse", list(params), first_order=False, vectorize=vectorize,
+                     modulation_first_order=True)  # fmt: skip
+    loss = loop.batched_query_loss(params, {}, batch, steps).mean()
+    raw = [masks.raw(n) for n in params]
+    ours = torch.autograd.grad(loss, list(params.values()) + raw)
+
+    rates = {n: masks.rate(n).detach() for n in params}
+    weights = _higher_meta_grad(net, batch, F.mse_loss, steps, list(params),
+                                list(params.values()), rates=rates)  # fmt: skip
+    names = list(params)
+    expected = [torch.zeros_like(p) for p in params.values()]
+    for sx, sy, qx, qy in zip(*batch, strict=True):
+        fast = [p.detach().clone().requires_grad_() for p in params.values()]
+        summed = [torch.zeros_like(p) for p in params.values()]
+        for _ in range(steps):
+            out = torch.func.functional_call(net, dict(zip(names, fast, strict=True)), (sx,))
+            grads = torch.autograd.grad(F.mse_loss(out, sy), fast)
+            summed = [s + g for s, g in zip(summed, grads, strict=True)]
+            fast = [(f - rates[n] * g).detach().requires_grad_()
+                    for n, f, g in zip(names, fast, grads, strict=True)]  # fmt: skip
+        out = torch.func.functional_call(net, dict(zip(names, fast, strict=True)), (qx,))
+        query = torch.autograd.grad(F.mse_loss(out, qy), fast)
+        for acc, s, q in zip(expected, summed, query, strict=True):
+            acc -= lr * s * q / batch.num_tasks
+    second_order_masks = _our_meta_grad(net, masks, batch, steps, first_order=False)
+    assert any((a - b).abs().max() > 1e-8 for a, b in
+               zip(second_order_masks[len(params):], expected, strict=True))  # fmt: skip
+    for a, b in zip(ours, list(weights) + expected, strict=True):
+        torch.testing.assert_close(a, b, atol=1e-10, rtol=1e-8)

@@ -116,3 +116,24 @@ def test_a_published_figure_never_gives_two_series_one_colour():
     colours = {c.label: c.colour for c in data.curves}
     assert colours["GD (1 step)"] == "tab:orange"
     assert len(set(colours.values())) == 3
+
+
+def test_figures_kept_by_a_caller_leave_nothing_open_in_pyplot():
+    """Thirty figures built and kept (as the in-memory recorder keeps a run's) open no
+    pyplot figure: matplotlib's "More than 20 figures have been opened" cannot come."""
+    import matplotlib.pyplot as plt
+    import torch
+
+    from benchmarks.protocols.figures import accuracy_matrix_figure
+    from methods.icl_figures import lsa_weights_figure
+
+    plt.close("all")
+    curves = {name: [(1, (1.0, 2.0, 3.0, 4.0))] for name in ("context", "ood_input",
+                                                                "ood_teacher")}  # fmt: skip
+    kept = []
+    for _ in range(10):
+        kept.append(icl_curves_figure(curves))
+        kept.append(accuracy_matrix_figure(torch.rand(3, 3).numpy()))
+        kept.append(lsa_weights_figure(torch.rand(1, 3, 3), torch.rand(1, 3, 3),
+                                       {"model": [(1, 1.0)]}, [(0.0, 1.0)]))  # fmt: skip
+    assert plt.get_fignums() == [] and len(kept) == 30

@@ -187,6 +187,19 @@ def test_a_misspelt_grouping_or_filter_key_is_refused_and_a_bare_name_is_found(
     assert [r["method"] for r in by_lr["rows"]] == ["fomaml"]
     pooled = leaderboard_json(store, capsys, "--group-by", "inner_lr")
     assert sorted(r["method"] for r in pooled["rows"]) == ["fomaml", "maml"]
+    # A value no run has is said, with the values recorded, not shown as an empty board;
+    # so are two values no single run has at once.
+    assert main(["leaderboard", "--tracking-uri", store, "--param", "inner_lr=0.5"]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line == ("error: --param method.inner_lr=0.5: no run of sinusoid-5shot has it "
+                    "(recorded: 0.01, 0.05)")  # fmt: skip
+    assert main(["leaderboard", "--tracking-uri", store, "--param", "inner_lr=0.05",
+                 "--tag", "mesabench.method=maml"]) == 0  # fmt: skip
+    capsys.readouterr()
+    assert main(["leaderboard", "--tracking-uri", store, "--param", "inner_lr=0.05",
+                 "--param", "method_name=maml"]) == 2  # fmt: skip
+    assert capsys.readouterr().err == ("error: --param method.inner_lr=0.05, method_name=maml: "
+                                       "no run of sinusoid-5shot has all of these at once\n")
 
 
 def test_published_rows_stand_beside_ours_and_outside_our_statistics(store, capsys):
@@ -436,3 +449,35 @@ def test_the_three_store_readers_read_the_same_runs(store, capsys):
         (diverged,) = [r for r in runs if r.method == "metasgd"]
         assert math.isnan(diverged.metrics["final/test_loss"]), name  # not MLflow's stored 0
     assert through_server == from_file and "maml" in from_file
+
+
+def test_all_boards_as_one_csv_that_pandas_reads_and_json_agrees(store, capsys, tmp_path):
+    """`leaderboard --all --format csv --output board.csv`: one table (a benchmark column;
+    columns one benchmark lacks are empty), read back by pandas whole; its means equal the
+    JSON output's."""
+    import json
+
+    import pandas
+
+    fake_run(store, "maml", 0, {"final/test_loss": 0.5})
+    fake_run(store, "maml", 1, {"final/test_loss": 0.7})
+    fake_run(store, "lamaml", 0, {"final/ra": 0.70, "final/bti": -0.08},
+             benchmark="mnist-rotations")  # fmt: skip
+    out = tmp_path / "board.csv"
+    assert main(["leaderboard", "--all", "--tracking-uri", store, "--format", "csv",
+                 "--output", str(out)]) == 0  # fmt: skip
+    frame = pandas.read_csv(out)
+    assert set(frame["benchmark"]) == {"sinusoid-5shot", "mnist-rotations"}
+    maml = frame[(frame["method"] == "maml") & (frame["status"] == "ranked")].iloc[0]
+    assert maml["test_loss_mean"] == pytest.approx(0.6) and maml["n_seeds"] == 2
+    assert math.isnan(maml["ra_mean"])  # a column of the other benchmark: empty here
+    lamaml = frame[(frame["method"] == "lamaml") & (frame["status"] == "ranked")].iloc[0]
+    assert lamaml["ra_mean"] == pytest.approx(0.70) and math.isnan(lamaml["test_loss_mean"])
+    capsys.readouterr()
+    assert main(["leaderboard", "--all", "--tracking-uri", store, "--format", "json"]) == 0
+    boards = json.loads(capsys.readouterr().out)
+    boards = boards if isinstance(boards, list) else boards["boards"]
+    means = {(b["benchmark"], r["method"]): r["stats"][b["metric"]]["mean"]
+             for b in boards for r in b["rows"] if r["status"] == "ranked"}  # fmt: skip
+    assert means[("sinusoid-5shot", "maml")] == pytest.approx(maml["test_loss_mean"])
+    assert means[("mnist-rotations", "lamaml")] == pytest.approx(lamaml["ra_mean"])

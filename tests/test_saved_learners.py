@@ -171,3 +171,33 @@ def test_evaluating_a_sweeps_parent_run_is_one_line_and_exit_2(store, capsys):
     assert main(["evaluate", parent.info.run_id, "--tracking-uri", store]) == 2
     (line,) = capsys.readouterr().err.strip().splitlines()
     assert "is no training run of a method (a sweep's parent run?)" in line
+
+
+def test_an_evaluation_says_the_settings_it_scored_under(store, capsys):
+    assert main(["run", "--method", "maml", *TINY, "--tracking-uri", store]) == 0
+    trained = only_run(store, "sinusoid-5shot")
+    capsys.readouterr()
+    assert main(["evaluate", trained.info.run_id, "--set", "test_tasks=16", "--set",
+                 "input_range=(-4.0, 4.0)", "--tracking-uri", store]) == 0  # fmt: skip
+    header = " ".join(capsys.readouterr().out.split("MLflow run")[0].split())  # unwrapped
+    assert f"(the learner of run {trained.info.run_id}), scored with " in header
+    assert "protocol.test_tasks=16" in header and "task.input_range=(-4.0, 4.0)" in header
+
+
+def test_the_final_metrics_table_prints_counts_whole_and_names_its_interval():
+    """89610 parameters, not 89610.0000; a ± is the 95% CI over the run's test episodes,
+    said in the header; sparsity beside scored sparsity explained in the caption."""
+    import io
+
+    from rich.console import Console
+
+    from benchmarks.running.service import final_table
+
+    console = Console(width=120, file=io.StringIO())
+    console.print(final_table({"final/num_params": 89610.0, "final/test_loss": 0.12345678,
+                               "final/test_loss_ci95": 0.01, "final/sparsity/w": 0.5,
+                               "final/scored_sparsity/w": 0.25}))  # fmt: skip
+    text = console.file.getvalue()
+    assert "89610 " in text and "89610.0" not in text
+    assert "0.1235 ± 0.0100" in text and "95% CI (test episodes)" in text
+    assert "the weights the test metrics came from" in text

@@ -33,7 +33,20 @@ class UsageError(BadInput):
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str):  # one line, exit 2, no usage dump
-        raise UsageError(message)
+        raise UsageError(message + self._allowed(message))
+
+    def _allowed(self, message: str) -> str:
+        """What a missing argument may be, and where help is: "required: what" alone leaves
+        a newcomer guessing."""
+        if "arguments are required" not in message:
+            return ""
+        missing = message.rsplit(":", 1)[1].replace(" ", "").split(",")
+        hints = []
+        for action in self._actions:
+            if action.dest in missing and action.choices:
+                hints.append(f"{action.dest}: one of {', '.join(action.choices)}")
+        hints.append(f"see {self.prog} --help")
+        return " (" + "; ".join(hints) + ")"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -188,6 +201,7 @@ def cmd_list(args, console: Console) -> int:
 
 
 def cmd_show(args, console: Console) -> int:
+    import difflib
     import json
 
     from benchmarks.catalog.installed import benchmark_spec, load_plugins
@@ -198,6 +212,12 @@ def cmd_show(args, console: Console) -> int:
 
     load_plugins()
     benchmark, method = args.name, args.method
+    if benchmark not in BENCHMARKS.entries and benchmark not in METHODS.entries:
+        close = difflib.get_close_matches(benchmark, [*BENCHMARKS.entries, *METHODS.entries],
+                                          n=3, cutoff=0.6)  # fmt: skip
+        hint = f"; did you mean {' or '.join(close)}?" if close else ""
+        raise ConfigError(f"show: {benchmark!r} is neither a benchmark nor a method{hint} "
+                          "(see python -m benchmarks list benchmarks / list methods)")  # fmt: skip
     if benchmark not in BENCHMARKS.entries and benchmark in METHODS.entries:
         benchmark, method = args.benchmark or DEFAULT_BENCHMARK, args.name
     elif args.benchmark is not None:
@@ -390,7 +410,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     console = prepare_process()
 
     def command() -> int:
-        args = build_parser().parse_args(argv)
+        parser = build_parser()
+        if not (sys.argv[1:] if argv is None else argv):
+            # No command at all: the newcomer's first try. Show what there is, then the
+            # one-line error (exit 2) as for any missing argument.
+            console.file.write(parser.format_help())
+        args = parser.parse_args(argv)
         return COMMANDS[args.command](args, console)
 
     return answered(command)

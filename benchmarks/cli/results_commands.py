@@ -125,7 +125,13 @@ def _boards(args, reader, **options):
 
             benchmark_spec(names[0])  # an unknown name is a usage error with suggestions
     run_filter = _filter(args)
-    return [leaderboard_from_store(reader, n, run_filter=run_filter, **options) for n in names]
+    boards = [leaderboard_from_store(reader, n, run_filter=run_filter, **options) for n in names]
+    # A filter that matches no run is a mistake to say, not an empty board (with --all:
+    # when it matches no run anywhere).
+    unmatched = [b.filtered_out for b in boards if b.filtered_out]
+    if unmatched and len(unmatched) == len(boards):
+        raise ResultsUsageError(unmatched[0])
+    return boards
 
 
 def _writable(output: str, kind: str) -> Path:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
 from methods.icl_figures import ICL_SERIES_COLOURS  # noqa: E402
@@ -29,7 +28,8 @@ def sparsity_figure(
     history: list[tuple[int, dict[str, float]]], xlabel: str = "iteration"
 ) -> Figure:
     """Gradient sparsity of each parameter tensor over meta-training (or over tasks)."""
-    fig, ax = plt.subplots(figsize=(7, 4))
+    fig = Figure(figsize=(7, 4))
+    ax = fig.subplots()
     names = list(history[0][1])
     steps = [step for step, _ in history]
     for name in names:
@@ -45,7 +45,8 @@ def sparsity_figure(
 
 def learning_curve_figure(curves: dict[str, list[tuple[int, float]]]) -> Figure:
     """Training and validation loss over meta-training (log scale)."""
-    fig, ax = plt.subplots(figsize=(7, 4))
+    fig = Figure(figsize=(7, 4))
+    ax = fig.subplots()
     for name, points in curves.items():
         if points:
             steps, values = zip(*points, strict=True)
@@ -62,7 +63,8 @@ def learning_curve_figure(curves: dict[str, list[tuple[int, float]]]) -> Figure:
 def sparsity_by_depth_figure(final: dict[str, float]) -> Figure:
     """Final gradient sparsity of each tensor in network order, input to output (as in the
     thesis' figure 4.1, centre): weights and the other tensors as two series."""
-    fig, ax = plt.subplots(figsize=(7, 4))
+    fig = Figure(figsize=(7, 4))
+    ax = fig.subplots()
     names = list(final)
     depth = range(len(names))
     weights = [i for i, n in enumerate(names) if n.endswith("weight") and "bn" not in n]
@@ -96,7 +98,8 @@ def sparsity_history_table(history: list[tuple[int, dict[str, float]]], axis: st
 
 def accuracy_matrix_figure(matrix) -> Figure:
     """Heatmap of R[t, j]: accuracy on task j (columns) after training task t (rows)."""
-    fig, ax = plt.subplots(figsize=(6, 5))
+    fig = Figure(figsize=(6, 5))
+    ax = fig.subplots()
     image = ax.imshow(matrix, vmin=0.0, vmax=1.0, cmap="viridis")
     ax.set_xlabel("evaluated task j")
     ax.set_ylabel("after training task t")
@@ -129,9 +132,10 @@ def online_accuracy_figure(
     window = max(1, min(window, len(values)))
     kernel = np.ones(window) / window
     smooth = np.convolve(np.nan_to_num(values), kernel, mode="valid")
-    fig, ax = plt.subplots(figsize=(9, 4))
+    fig = Figure(figsize=(9, 4))
+    ax = fig.subplots()
     ax.plot(np.arange(window, len(values) + 1), smooth, color="black", lw=1, label="accuracy")
-    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    colours = matplotlib.rcParams["axes.prop_cycle"].by_key()["color"]
     switches = np.flatnonzero(np.asarray(switched))
     sources = np.asarray(source_of_step)
     for index, name in enumerate(source_names):

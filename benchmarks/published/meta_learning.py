@@ -4,96 +4,136 @@
 
 from __future__ import annotations
 
-from benchmarks.published.claims import Claim, Table
+from benchmarks.catalog.references import THESIS_TABLE_45
+from benchmarks.published.claims import PRESETS, Check, Claim, Table
 
-_TABLE_45 = {
-    "mnist-rotations": {"online_sgd": 0.5338, "lamaml": 0.7742, "sparse_lamaml": 0.7777},
-    "mnist-permutations": {"online_sgd": 0.5542, "lamaml": 0.7434, "sparse_lamaml": 0.7688},
-    "mnist-many-permutations": {"online_sgd": 0.3262, "lamaml": 0.4846, "sparse_lamaml": 0.5081},
-}
+#: How far below the published sparse-La-MAML - La-MAML difference a run may fall and still
+#: reproduce it (points of RA): the relation is held to its size, not to a tie.
+_MARGIN_SLACK = 1.0
 
 
 def _thesis_45() -> Table:
     claims = []
-    # Seconds per run measured on mnist-rotations, seed 0 (quick: 5 tasks; cpu: the
-    # published 20 x 1,000 stream); sparse-La-MAML's cpu cost taken as La-MAML's. Many
-    # permutations at the published settings (100 tasks, 10 glances), one thread: online_sgd
-    # 630-694 s (RESULTS, thesis table 4.5 by reproduce), La-MAML 1,036 s and sparse-La-MAML
-    # 1,170 s (RESULTS, mnist-many-permutations), most of it the 101 x 100 evaluations.
-    measured = {"online_sgd": (2.5, 16.0), "lamaml": (5.0, 61.0), "sparse_lamaml": (5.0, 61.0)}
-    many_cpu_s = {"online_sgd": 660.0, "lamaml": 1036.0, "sparse_lamaml": 1170.0}
-    for benchmark, rows in _TABLE_45.items():
+    # Seconds per run, one thread, measured on seed 0 (quick: 5 tasks; cpu: the published
+    # stream); sparse-La-MAML's cpu cost taken as La-MAML's; GEM 72 s and MER 155 s on
+    # rotations (2026-11-26), their quick cost not measured. Many permutations at the
+    # published settings (100 tasks, 10 glances): online_sgd 630-694 s (RESULTS, thesis
+    # table 4.5 by reproduce), La-MAML 1,036 s and sparse-La-MAML 1,170 s (RESULTS,
+    # mnist-many-permutations), most of it the 101 x 100 evaluations of 10,000 test images;
+    # GEM's and MER's there are estimated: online_sgd's plus their training on rotations.
+    measured: dict[str, tuple[float | None, float]] = {
+        "online_sgd": (2.5, 16.0), "lamaml": (5.0, 61.0), "sparse_lamaml": (5.0, 61.0),
+        "gem": (None, 72.0), "mer": (None, 155.0)}  # fmt: skip
+    many_cpu_s = {"online_sgd": 660.0, "lamaml": 1036.0, "sparse_lamaml": 1170.0,
+                  "gem": 720.0, "mer": 800.0}  # fmt: skip
+    for benchmark, rows in THESIS_TABLE_45.items():
         many = benchmark == "mnist-many-permutations"
         quick = {"tasks": "5", "train_per_task": "200" if not many else "100"}
-        for method, value in rows.items():
+        for method, (ra, bti) in rows.items():
             quick_s, cpu_s = measured[method]
             cpu_s = many_cpu_s[method] if many else cpu_s
-            cost = {"quick": quick_s, "cpu": cpu_s, "paper": cpu_s}
-            claims.append(
-                Claim(f"{method} RA, {benchmark}", benchmark, method, "final/ra",
-                      budget={"quick": quick}, target=value, tolerance=0.02, cost_s=cost,
-                      cite="thesis table 4.5")
-            )  # fmt: skip
+            cost = {"cpu": cpu_s, "paper": cpu_s}
+            if quick_s is not None:
+                cost["quick"] = quick_s
+            for name, metric, value in (("RA", "final/ra", ra), ("BTI", "final/bti", bti)):
+                claims.append(
+                    Claim(f"{method} {name}, {benchmark}", benchmark, method, metric,
+                          budget={"quick": quick}, target=round(value / 100, 6), tolerance=0.02,
+                          cost_s=cost, cite="thesis table 4.5")
+                )  # fmt: skip
+        gain = rows["sparse_lamaml"][0] - rows["lamaml"][0]
         claims.append(
-            Claim(f"sparse_lamaml >= lamaml, {benchmark} (paired)", benchmark, "sparse_lamaml",
-                  "final/ra", budget={"quick": quick}, versus=f"lamaml RA, {benchmark}",
-                  check="at_least", cost_s=claims[-1].cost_s, cite="thesis table 4.5")
+            Claim(f"sparse_lamaml above lamaml by {gain:.2f} points, {benchmark} (paired)",
+                  benchmark, "sparse_lamaml", "final/ra", budget={"quick": quick},
+                  versus=f"lamaml RA, {benchmark}", check="at_least",
+                  tolerance=round((_MARGIN_SLACK - gain) / 100, 6), cost_s=claims[-1].cost_s,
+                  cite=f"thesis table 4.5 ({rows['sparse_lamaml'][0]:.2f} - "
+                  f"{rows['lamaml'][0]:.2f}, less {_MARGIN_SLACK:g} point)")
         )  # fmt: skip
     return Table(
         "thesis-4.5",
-        "Continual learning on MNIST streams: retained accuracy (thesis table 4.5)",
+        "Continual learning on MNIST streams: retained accuracy and BTI (thesis table 4.5)",
         "thesis table 4.5",
         tuple(claims),
         seeds="0-4",
-        note="Band: 2 points of RA. The cpu and paper presets are the benchmark defaults "
-        "(the published settings); quick shortens the stream to 5 tasks.",
+        note="Band: 2 points of RA or BTI. sparse-La-MAML's lead over La-MAML is held to the "
+        f"published difference less {_MARGIN_SLACK:g} point (paired over seeds). GEM and MER "
+        "are avalanche's strategies on our stream. The cpu and paper presets are the "
+        "benchmark defaults (the published settings); quick shortens the stream to 5 tasks.",
     )
+
+
+#: thesis-4.6's cpu budget: quick's stream and pre-training doubled (32 channels both).
+_OSAKA_CPU = {"steps": "4000", "pretrain_iterations": "600"}
+
+
+def _osaka_line(p: str, label: str, method: str, quick_s: float | None, *,
+                check: Check = "at_most", settings: dict[str, str] | None = None,
+                cite: str = "thesis table 4.6", basis: bool = False) -> Claim:  # fmt: skip
+    """One thesis-4.6 line: ``method``'s cumulative accuracy at ``p``, held to cmaml's on
+    the same streams (paired by seed), or cmaml's own (``basis``). cpu's cost is quick's
+    doubled (extrapolated)."""
+    cost = {} if quick_s is None else {"quick": quick_s, "cpu": 2 * quick_s}
+    return Claim(label, f"osaka-omniglot-p{p}", method, "final/cumulative_accuracy",
+                 settings or {}, {"cpu": _OSAKA_CPU},
+                 # the benchmark defaults take ~1.5 h per run on the CPU
+                 benchmark_preset={"quick": "quick", "cpu": "quick"},
+                 versus=None if basis else f"cmaml, p = {p}", check=check, cost_s=cost,
+                 cite="" if basis else cite)  # fmt: skip
+
+
+# Seconds per quick run (p = 0.9, p = 0.98), one thread each, two workers: cmaml 963-967 s
+# and 811-821 s (session 12), the others from their RESULTS runs; online fine-tuning, ANIL
+# and the thesis' rule not measured yet (unknown).
+_OSAKA_QUICK_S = {"cmaml": (965.0, 815.0), "online_adam": (120.0, 95.0),
+                  "maml_frozen": (770.0, 290.0), "first order": (550.0, 340.0),
+                  "second order": (790.0, 540.0)}  # fmt: skip
 
 
 def _thesis_46() -> Table:
     claims = []
     for p in ("0.9", "0.98"):
-        benchmark = f"osaka-omniglot-p{p}"
-        presets = {"quick": "quick", "cpu": "quick"}  # the defaults take ~1.5 h per run
-        metric = "final/cumulative_accuracy"
-        cmaml = f"cmaml, p = {p}"
+        def seconds(key: str, p: str = p) -> float:
+            return _OSAKA_QUICK_S[key][0 if p == "0.9" else 1]
 
-        def cost(p09: float, p098: float, p: str = p) -> dict[str, float]:
-            seconds = p09 if p == "0.9" else p098
-            return {"quick": seconds, "cpu": seconds}
-
+        pair = f"p = {p} (paired)"
         claims += [
-            # cmaml: 963-967 s (p = 0.9) and 811-821 s (p = 0.98) a run, one thread each,
-            # two workers (session 12); the earlier 1,728 / 954 s shared the cores with more.
-            Claim(cmaml, benchmark, "cmaml", metric, benchmark_preset=presets,
-                  cost_s=cost(965.0, 815.0)),
-            Claim(f"cmaml >= online_adam, p = {p} (paired)", benchmark, "online_adam", metric,
-                  benchmark_preset=presets, versus=cmaml, check="at_most",
-                  cost_s=cost(120.0, 95.0), cite="thesis table 4.6"),
-            Claim(f"cmaml >= maml_frozen, p = {p} (paired)", benchmark, "maml_frozen", metric,
-                  benchmark_preset=presets, versus=cmaml, check="at_most",
-                  cost_s=cost(770.0, 290.0), cite="thesis table 4.6"),
-            Claim(f"sparse_cmaml (first order) >= cmaml, p = {p} (paired)", benchmark,
-                  "sparse_cmaml", metric, benchmark_preset=presets, versus=cmaml,
-                  check="at_least", cost_s=cost(550.0, 340.0), cite="thesis table 4.6"),
-            # cmaml is second order: the like-for-like comparison differentiates through
-            # the straight-through mask too, with the mask rate gamma_m = 0.01 chosen by the
-            # alpha0 x gamma_m grid at p = 0.9 on seed 100 (sweeps/osaka_sparse_cmaml_grid.yaml;
-            # alpha0 = 0.1 as registered).
-            Claim(f"sparse_cmaml (second order, gamma_m 0.01) >= cmaml, p = {p} (paired)",
-                  benchmark, "sparse_cmaml", metric,
-                  {"first_order": "false", "modulation_lr": "0.01"}, benchmark_preset=presets,
-                  versus=cmaml, check="at_least", cost_s=cost(790.0, 540.0),
-                  cite="thesis table 4.6 and its text"),
+            _osaka_line(p, f"cmaml, p = {p}", "cmaml", seconds("cmaml"), basis=True),
+            _osaka_line(p, f"cmaml >= online_adam, {pair}", "online_adam",
+                        seconds("online_adam")),
+            _osaka_line(p, f"cmaml >= online_finetune, {pair}", "online_finetune", None),
+            _osaka_line(p, f"cmaml >= maml_frozen, {pair}", "maml_frozen",
+                        seconds("maml_frozen")),
+            _osaka_line(p, f"cmaml >= anil_frozen, {pair}", "anil_frozen", None),
+            # The thesis' line: eq. 4.4 for the masks (first order), the weights at C-MAML's
+            # second order: sparse_cmaml as registered.
+            _osaka_line(p, f"sparse_cmaml (thesis eq. 4.4) >= cmaml, {pair}", "sparse_cmaml",
+                        None, check="at_least", cite="thesis table 4.6 and eq. 4.4"),
+            # The suite's own variants, not the thesis' rule: first order throughout, and
+            # second order throughout with the mask rate gamma_m = 0.01 chosen by the
+            # alpha0 x gamma_m grid at p = 0.9 on seed 100
+            # (sweeps/osaka_sparse_cmaml_grid.yaml).
+            _osaka_line(p, f"suite's variant: sparse_cmaml first order throughout >= cmaml, "
+                        f"{pair}", "sparse_cmaml", seconds("first order"), check="at_least",
+                        settings={"first_order": "true", "modulation_first_order": "false"}),
+            _osaka_line(p, "suite's variant: sparse_cmaml second order throughout (gamma_m "
+                        f"0.01) >= cmaml, {pair}", "sparse_cmaml", seconds("second order"),
+                        check="at_least",
+                        settings={"first_order": "false", "modulation_first_order": "false",
+                                  "modulation_lr": "0.01"}),
         ]  # fmt: skip
     return Table(
         "thesis-4.6",
         "OSAKA online fast adaptation: C-MAML above its baselines, sparse-C-MAML above C-MAML",
         "thesis table 4.6 and its text",
         tuple(claims),
+        seeds="0-4",
         note="The thesis' claims are orderings; each line holds one method to cmaml's "
-        "cumulative accuracy on the same stream (paired by seed). quick and cpu: 2,000 "
-        "steps, 32 channels, 300 pre-training iterations; paper: the benchmark defaults.",
+        "cumulative accuracy on the same stream (paired by seed). The thesis' sparse-C-MAML "
+        "is its eq. 4.4 rule; the lines named \"suite's variant\" are ours. quick: 2,000 "
+        "steps, 32 channels, 300 pre-training iterations; cpu: 4,000 steps and 600 "
+        "iterations at 32 channels (costs extrapolated from quick); paper: the benchmark "
+        "defaults (10,000 steps, 64 channels).",
     )
 
 
@@ -129,29 +169,141 @@ def _maml_omniglot() -> Table:
     )
 
 
+# -- the few-shot chapter (sparse-MAML): the thesis' miniImageNet 5-way 5-shot at `paper`, a
+# labelled Omniglot 5-way 5-shot substitute at `quick` and `cpu` ------------------------------
+_SUBSTITUTE = "omniglot-5w5s"
+_THESIS_SET = "miniimagenet-5w5s"
+#: The Omniglot substitute's budgets (MAML's split with rotations, as in maml-omniglot):
+#: cpu shrinks the benchmark's 1,000 iterations of 32 tasks at 64 channels to 500 of 8 at 32.
+_FEW_SHOT_BUDGET = {
+    "quick": {"omniglot_split": "maml", "rotations": "true", "iterations": "60",
+              "meta_batch": "4", "channels": "16", "val_every": "30", "val_tasks": "20",
+              "test_tasks": "50"},
+    "cpu": {"omniglot_split": "maml", "rotations": "true", "iterations": "500",
+            "meta_batch": "8", "channels": "32", "val_every": "250", "test_tasks": "200"},
+}  # fmt: skip
+#: Seconds of one sparse-MAML run at each preset (cpu measured 2026-11-26 on one thread;
+#: quick from the fixture-sized test run; paper: not measured, miniImageNet absent here).
+_FEW_SHOT_COST = {"quick": 15.0, "cpu": 200.0}
+_FEW_SHOT_NOTE = (
+    "The thesis measured miniImageNet 5-way 5-shot (the `paper` preset: sparse-MAML's "
+    "settings, 35 inner steps at 0.25, 40k iterations); without miniImageNet on this machine "
+    "`quick` and `cpu` run Omniglot 5-way 5-shot as a labelled substitute (MAML's split with "
+    "rotations; cpu: 500 iterations of 8 tasks, 32 channels)."
+)
+
+
+def _few_shot_line(label: str, method: str, metric: str, *, extra: dict[str, dict[str, str]]
+                   | None = None, **fields) -> Claim:  # fmt: skip
+    """A few-shot chapter line: the substitute at quick / cpu, the thesis' set at paper;
+    ``extra`` adds settings per preset (``"all"``: every preset)."""
+    extra = extra or {}
+    budget = {preset: {**_FEW_SHOT_BUDGET.get(preset, {}), **extra.get("all", {}),
+                       **extra.get(preset, {})} for preset in PRESETS}  # fmt: skip
+    return Claim(label, _SUBSTITUTE, method, metric, budget=budget,
+                 benchmark_at={"paper": _THESIS_SET}, benchmark_preset={"paper": "sparse-maml"},
+                 cost_s=_FEW_SHOT_COST, **fields)  # fmt: skip
+
+
 def _sparse_depth() -> Table:
-    budget = {"quick": {"iterations": "300", "val_every": "150", "test_tasks": "200"},
-              "cpu": {"iterations": "1000", "val_every": "500", "queries": "5"},
-              "paper": {"iterations": "60000"}}  # fmt: skip
-    setting = {"omniglot_split": "maml", "rotations": "true"}
     claims = []
-    for layer in (1, 2, 3, 4):
-        label = f"conv{layer} weight"
+    layers = ["conv1", "conv2", "conv3", "conv4", "head"]
+    for layer, deeper in zip(layers, layers[1:] + [None], strict=True):
         claims.append(
-            Claim(label, "omniglot-5w1s", "sparse_maml", f"final/sparsity/conv{layer}.weight",
-                  setting, budget, versus=None if layer == 4 else f"conv{layer + 1} weight",
-                  check="at_least", cost_s={"quick": 390.0, "cpu": 1300.0, "paper": 78000.0},
-                  provenance="figure", cite="thesis figure 4.1")
+            _few_shot_line(f"{layer} weight", "sparse_maml", f"final/sparsity/{layer}.weight",
+                           versus=None if deeper is None else f"{deeper} weight",
+                           check="at_least", provenance="figure", cite="thesis figure 4.1")
         )  # fmt: skip
     return Table(
         "sparse-maml-depth",
-        "sparse-MAML: gradient sparsity falls with depth (conv1 >= conv2 >= conv3 >= conv4)",
+        "sparse-MAML: gradient sparsity falls with depth, output layer included "
+        "(conv1 >= conv2 >= conv3 >= conv4 >= head)",
         "thesis ch. 4 (figure 4.1)",
         tuple(claims),
-        seeds="0",
         note="Each line holds a layer's sparsity to at least the next layer's, in the same "
-        "runs. Needs the Omniglot data (MESABENCH_DATA).",
+        "runs. " + _FEW_SHOT_NOTE,
     )
 
 
-TABLES = (_thesis_45(), _thesis_46(), _maml_omniglot(), _sparse_depth())
+def _sparse_levels() -> Table:
+    claims = []
+    for method in ("sparse_maml", "sparse_relu_maml"):
+        claims += [
+            _few_shot_line(f"{method}: test accuracy", method, "final/test_accuracy"),
+            _few_shot_line(f"{method}: overall gradient sparsity about 75-79%", method,
+                           "final/sparsity/overall", target=0.77, tolerance=0.02,
+                           cite="thesis ch. 4 (sparsity levels, table 4.3)"),
+        ]  # fmt: skip
+    return Table(
+        "sparse-maml-levels",
+        "sparse-MAML and sparse-ReLU-MAML gate off about three quarters of the inner-loop "
+        "gradient",
+        "thesis ch. 4 (table 4.3)",
+        tuple(claims),
+        note="Overall sparsity: the parameter-weighted share of entries whose inner step is "
+        "zero at the end of training. Band: 75-79%. " + _FEW_SHOT_NOTE,
+    )
+
+
+#: The sweep's points (ours: the thesis' figure is read for its direction only): inner
+#: steps and inner rates, at quick / cpu (Omniglot: 1 step at 0.4 registered) and at paper.
+_SWEEP = {
+    "inner_steps": {"cpu": ("1", "3", "5"), "paper": ("5", "15", "35")},
+    "inner_lr": {"cpu": ("0.1", "0.4", "1.0"), "paper": ("0.05", "0.1", "0.25")},
+}
+
+
+def _sparse_inner_sweep() -> Table:
+    claims = []
+    for setting, points in _SWEEP.items():
+        labels = [f"{setting} {rank}" for rank in ("low", "middle", "high")]
+        for i, label in enumerate(labels):
+            extra = {preset: {setting: points[key][i]}
+                     for preset, key in (("quick", "cpu"), ("cpu", "cpu"), ("paper", "paper"))}
+            if setting == "inner_steps":  # test with the steps trained with
+                for preset, key in (("quick", "cpu"), ("cpu", "cpu"), ("paper", "paper")):
+                    extra[preset]["eval_steps"] = points[key][i]
+            for metric, name in (("final/sparsity/overall", "sparsity"),
+                                 ("final/test_accuracy", "accuracy")):
+                previous = None if i == 0 else f"{labels[i - 1]}: {name}"
+                claims.append(
+                    _few_shot_line(f"{label}: {name}", "sparse_maml", metric, extra=extra,
+                                   versus=previous, check="at_least", provenance="figure",
+                                   cite="thesis ch. 4 (figure: inner steps and inner rates)")
+                )  # fmt: skip
+    return Table(
+        "sparse-maml-inner",
+        "sparse-MAML: more inner steps and larger inner rates raise both sparsity and accuracy",
+        "thesis ch. 4 (figure sweeping inner steps and inner learning rates)",
+        tuple(claims),
+        note="Points (ours; the figure is read for its direction): inner steps 1 / 3 / 5 at "
+        "rate 0.4 and rates 0.1 / 0.4 / 1.0 at one step (quick, cpu); 5 / 15 / 35 and "
+        "0.05 / 0.1 / 0.25 at paper. Each step and rate is held to at least the one below "
+        "it, paired by seed. " + _FEW_SHOT_NOTE,
+    )
+
+
+def _cross_domain() -> Table:
+    test_set = {"all": {"test_dataset": "mnist"}, "paper": {"test_dataset": "cub"}}
+    claims = [
+        _few_shot_line("maml, cross-domain meta-test", "maml", "final/test_accuracy",
+                       extra=test_set),
+        _few_shot_line("sparse_maml >= maml, cross-domain meta-test (paired)", "sparse_maml",
+                       "final/test_accuracy", extra=test_set,
+                       versus="maml, cross-domain meta-test", check="at_least",
+                       cite="thesis table 4.4 (the ordering)"),
+    ]  # fmt: skip
+    return Table(
+        "sparse-maml-cross-domain",
+        "sparse-MAML above MAML when meta-tested on another image set",
+        "thesis ch. 4 (table 4.4)",
+        tuple(claims),
+        note="Meta-trained on one set, meta-tested on another set's classes (`test_dataset`): "
+        "miniImageNet -> CUB at paper (CUB's meta-test classes, Chen et al.'s split, from any "
+        "supported format); Omniglot -> MNIST at quick and cpu (the substitute). "
+        + _FEW_SHOT_NOTE,
+    )
+
+
+TABLES = (_thesis_45(), _thesis_46(), _maml_omniglot(), _sparse_depth(), _sparse_levels(),
+          _sparse_inner_sweep(), _cross_domain())

@@ -39,7 +39,7 @@ class Outcome:
 def claim_spec(claim: Claim, preset: str, seeds: Sequence[int], data_root=None) -> SweepSpec:
     """The sweep behind one line: its method and settings over the seeds."""
     return SweepSpec(
-        benchmark=claim.benchmark,
+        benchmark=claim.benchmark_for(preset),
         methods=(claim.method,),
         seeds=tuple(seeds),
         settings=tuple(sorted(claim.overrides(preset).items())),
@@ -50,13 +50,13 @@ def claim_spec(claim: Claim, preset: str, seeds: Sequence[int], data_root=None) 
 
 
 def runs_by_seed(
-    reader, claim: Claim, seeds: Sequence[int], hashes: set[str]
+    reader, claim: Claim, seeds: Sequence[int], hashes: set[str], preset: str
 ) -> dict[int, tuple[str, dict[str, float]]]:
-    """The newest FINISHED run of each of the line's cells (the runs of its configuration
-    ``hashes``, read through ``reader``), by seed: its id and its final metrics."""
+    """The newest FINISHED run of each of the line's cells at ``preset`` (the runs of its
+    configuration ``hashes``, read through ``reader``), by seed: its id and final metrics."""
     from benchmarks.results.leaderboards import read_runs
 
-    experiment = reader.experiment_id(claim.benchmark)
+    experiment = reader.experiment_id(claim.benchmark_for(preset))
     if experiment is None:
         return {}
     newest: dict[int, tuple] = {}
@@ -120,7 +120,8 @@ def reproduce(
         distinct = {specs[c.label].sweep_id(): specs[c.label] for c in to_run}
         if progress:
             for claim in to_run:
-                progress(f"line {claim.label!r}: {claim.method} on {claim.benchmark}")
+                progress(f"line {claim.label!r}: {claim.method} on "
+                         f"{claim.benchmark_for(preset)}")  # fmt: skip
         results = run_sweeps(
             list(distinct.values()), tracker, "local", workers, progress=progress, warm=warm
         )
@@ -140,9 +141,9 @@ def judged(table: Table, preset: str, seeds: Sequence[int], reader,
     read: dict[tuple, dict] = {}  # lines of one configuration share its runs
     runs = {}
     for claim in table.claims:
-        key = (claim.benchmark, claim.method, frozenset(hashes[claim.label]))
+        key = (claim.benchmark_for(preset), claim.method, frozenset(hashes[claim.label]))
         if key not in read:
-            read[key] = runs_by_seed(reader, claim, seeds, hashes[claim.label])
+            read[key] = runs_by_seed(reader, claim, seeds, hashes[claim.label], preset)
         runs[claim.label] = read[key]
     values = {c.label: values_by_seed(runs[c.label], c.metric) for c in table.claims}
     return Outcome(table, preset, tuple(seeds), judge_table(table, values), 0, runs)

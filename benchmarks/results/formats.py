@@ -14,6 +14,7 @@ import html
 import io
 import json
 import math
+from collections.abc import Sequence
 from datetime import datetime, timezone
 from typing import Any
 
@@ -239,52 +240,48 @@ def as_markdown(board: Leaderboard) -> str:
 _CSV_STATS = ("n", "mean", "std", "ci95_low", "ci95_high", "episode_ci95", "diverged_fraction")
 
 
-def as_csv(board: Leaderboard) -> str:
-    """One line per row; every statistic in its own named column (empty = none)."""
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
+def csv_records(board: Leaderboard) -> tuple[list[str], list[list[str]]]:
+    """The header and the rows of ``board`` as CSV cells: one line per row, every
+    statistic in its own named column (empty = none)."""
     stats_header = [f"{_short(c)}_{s}" for c in board.columns for s in _CSV_STATS]
     paired = ["vs_baseline_difference", "vs_baseline_p_value", "vs_baseline_pairs"]
-    writer.writerow(
-        [
-            "benchmark",
-            "rank",
-            "status",
-            "method",
-            "config",
-            "n_seeds",
-            *stats_header,
-            *(paired if board.baseline is not None else []),
-            "train_time_s",
-            "num_params",
-            "reference_kind",
-        ]  # fmt: skip
-    )
+    header = ["benchmark", "rank", "status", "method", "config", "n_seeds", *stats_header,
+              *(paired if board.baseline is not None else []), "train_time_s", "num_params",
+              "reference_kind"]  # fmt: skip
 
     def text(value: Any) -> str:
         return "" if value is None else repr(value) if isinstance(value, float) else str(value)
 
+    rows = []
     for cells in row_cells(board):
         stats = [text(cells["stats"][m][s]) for m in board.columns for s in _CSV_STATS]
         extra = []
         if board.baseline is not None:
             p = cells["versus_baseline"] or {}
             extra = [text(p.get("difference")), text(p.get("p_value")), text(p.get("pairs"))]
-        writer.writerow(
-            [
-                board.benchmark,
-                text(cells["rank"]),
-                cells["status"],
-                cells["method"],
-                cells["config"],
-                cells["n"],
-                *stats,
-                *extra,
-                text(cells["train_time_s"]),
-                text(cells["num_params"]),
-                cells["reference"]["kind"] if cells["reference"] else "",
-            ]  # fmt: skip
-        )
+        rows.append([board.benchmark, text(cells["rank"]), cells["status"], cells["method"],
+                     cells["config"], str(cells["n"]), *stats, *extra,
+                     text(cells["train_time_s"]), text(cells["num_params"]),
+                     cells["reference"]["kind"] if cells["reference"] else ""])  # fmt: skip
+    return header, rows
+
+
+def as_csv(boards: Leaderboard | Sequence[Leaderboard]) -> str:
+    """One CSV table: a header, then every board's rows. Boards of several benchmarks share
+    the union of their columns (in order of first appearance); a column a benchmark lacks is
+    empty in its rows, so ``pandas.read_csv`` reads the whole file as one frame."""
+    boards = [boards] if isinstance(boards, Leaderboard) else list(boards)
+    parts = [csv_records(board) for board in boards]
+    header: list[str] = []
+    for names, _ in parts:
+        header += [name for name in names if name not in header]
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(header)
+    for names, rows in parts:
+        where = {name: i for i, name in enumerate(names)}
+        for row in rows:
+            writer.writerow([row[where[name]] if name in where else "" for name in header])
     return buffer.getvalue()
 
 
@@ -342,8 +339,7 @@ def render(boards: list[Leaderboard], fmt: str) -> str:
     if fmt == "markdown":
         return "\n".join(as_markdown(b) for b in boards)
     if fmt == "csv":
-        # One block per benchmark, each with its own header (their columns differ).
-        return "".join(as_csv(b) for b in boards)
+        return as_csv(boards)
     if fmt == "json":
         return as_json(boards) + "\n"
     if fmt == "html":

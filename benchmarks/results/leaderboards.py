@@ -230,6 +230,9 @@ class Leaderboard:
     baseline: LeaderboardRow | None = None
     #: The ranked metric in words, with its direction.
     metric_words: str = ""
+    #: Why no run is on the board although the benchmark has runs: the ``--param`` filter
+    #: matched none (the recorded values named). Empty when the filter admitted some.
+    filtered_out: str = ""
 
     @property
     def ours(self) -> list[LeaderboardRow]:
@@ -534,6 +537,7 @@ def build_leaderboard(
         })  # fmt: skip
         group_by = tuple(k if k in GROUP_KEYS else resolve_setting_key(k, recorded, "--group-by")
                          for k in group_by)  # fmt: skip
+    filtered_out = _unmatched_filter(records, run_filter, benchmark)
     excluded = {"FAILED": 0, "KILLED": 0, "RUNNING": 0, "STALE": 0}
     finished = []
     for run in records:
@@ -585,11 +589,29 @@ def build_leaderboard(
         benchmark, ranking, higher, columns, rows, excluded, config_keys,
         unranked=unranked, apart=apart, duplicates_dropped=dropped,
         metric_words=metric_catalog.describe(ranking, _settings_of(ours)),
-        elsewhere=elsewhere, setting=setting,
+        elsewhere=elsewhere, setting=setting, filtered_out=filtered_out,
     )  # fmt: skip
     if baseline is not None:
         compare_to_baseline(board, baseline)
     return board
+
+
+def _unmatched_filter(records: Sequence[RunRecord], run_filter: RunFilter, benchmark: str) -> str:
+    """Why ``run_filter``'s params admit no run of ``benchmark`` (it has some), naming the
+    values recorded; empty when they admit one (or there are no params or no runs)."""
+    runs = [r for r in records if r.method != "?"]
+    if not run_filter.params or not runs:
+        return ""
+    params_only = RunFilter(params=run_filter.params)
+    if any(params_only.admits(r) for r in runs):
+        return ""
+    for key, value in run_filter.params.items():
+        if all(r.params.get(key) != value for r in runs):
+            seen = sorted({r.params.get(key, "-") for r in runs})
+            shown = ", ".join(seen[:10]) + (", ..." if len(seen) > 10 else "")
+            return f"--param {key}={value}: no run of {benchmark} has it (recorded: {shown})"
+    asked = ", ".join(f"{k}={v}" for k, v in run_filter.params.items())
+    return f"--param {asked}: no run of {benchmark} has all of these at once"
 
 
 def compare_to_baseline(board: Leaderboard, method: str) -> None:

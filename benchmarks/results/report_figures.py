@@ -231,9 +231,8 @@ def draw(data: FigureData, axes_of: dict[str, Axis] | None = None) -> Figure | N
         # At most two panels a line: the figure stays ~1000 px wide, shown unscaled.
         columns = min(2, len(panels))
         lines = math.ceil(len(panels) / columns)
-        fig, axes = plt.subplots(
-            lines, columns, figsize=(5.2 * columns, 3.8 * lines + 0.4), squeeze=False
-        )
+        fig = Figure(figsize=(5.2 * columns, 3.8 * lines + 0.4))
+        axes = fig.subplots(lines, columns, squeeze=False)
         for ax in axes.flat[len(panels) :]:
             ax.remove()
         for ax, title in zip(axes.flat, panels, strict=False):

@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import logging
+import math
 import sys
 import time
 from collections.abc import Mapping
@@ -338,17 +339,31 @@ def evaluate_command(request: EvaluationRequest, console: Console) -> int:
 
 
 def final_table(final: dict[str, float]) -> Table:
-    table = Table(title="final metrics")
+    """The run's final metrics: whole numbers as such, and a ``± x`` named for what it is
+    (the 95% CI over this run's own test episodes, not a spread over seeds)."""
+    has_ci = any(key.endswith("_ci95") for key in final)
+    captions = []
+    if has_ci:
+        captions.append("± = 95% CI of the mean over this run's test episodes")
+    if any(k.startswith("final/scored_sparsity/") for k in final):
+        captions.append("sparsity/: the weights training ended with; scored_sparsity/: the "
+                        "weights the test metrics came from (the best validation checkpoint)")
+    table = Table(title="final metrics", caption="; ".join(captions) or None)
     table.add_column("metric")
-    table.add_column("value", justify="right")
+    table.add_column("value ± 95% CI (test episodes)" if has_ci else "value", justify="right")
     for key in sorted(final):
         if key.endswith("_ci95"):
             continue
-        value = final[key]
-        ci = final.get(f"{key}_ci95")
-        text = f"{value:.4f}" if ci is None else f"{value:.4f} ± {ci:.4f}"
+        value, ci = final[key], final.get(f"{key}_ci95")
+        text = _number(value) if ci is None else f"{_number(value)} ± {ci:.4f}"
         table.add_row(key, text)
     return table
+
+
+def _number(value: float) -> str:
+    if math.isfinite(value) and value == int(value) and abs(value) >= 1:
+        return f"{int(value):d}"  # a count (parameters, steps): 89610, not 89610.0000
+    return f"{value:.4f}"
 
 
 def run_to_end(started: StartedRun, console: Console) -> int:
@@ -362,6 +377,12 @@ def run_to_end(started: StartedRun, console: Console) -> int:
         elif started.resumed and started.learner is None:
             console.print(f"resuming run {run_id}: no checkpoint yet: from the start")
         source = "" if started.learner is None else f" (the learner of run {plan.learner_from})"
+        if started.learner is not None:  # an evaluation: say what it is scored under
+            changed = sorted(k for k, by in plan.set_by.items() if by == "--set")
+            params = plan.flat_params()
+            if changed:
+                source += ", scored with " + ", ".join(f"{k}={params.get(k, '?')}"
+                                                       for k in changed)  # fmt: skip
         console.print(
             f"[bold]{plan.method_name}[/]{source} on [bold]{plan.benchmark}[/] seed {plan.seed} "
             f"({plan.device}); MLflow run {run_id}"
