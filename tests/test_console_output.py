@@ -47,3 +47,45 @@ def test_a_resume_before_the_first_checkpoint_says_it_starts_over(store, run_cli
     resumed.send_signal(signal.SIGINT)
     resumed.communicate(timeout=120)
     assert first.strip() == f"resuming run {killed.info.run_id}: no checkpoint yet: from the start"
+
+
+def _words(text: str) -> set[str]:
+    return set(text.split())
+
+
+def test_tables_stay_whole_at_80_columns(store, capsys, monkeypatch):
+    """A pipe is 80 columns: every table the commands print keeps its identifiers whole
+    (no "…", no name cut): table names in `reproduce --list`, sparsity columns in a
+    leaderboard, metric names and run ids in `compare`, method names in `list`."""
+    from benchmarks.cli.main import main
+    from benchmarks.published.tables import TABLES
+    from tests.helpers import fake_run
+
+    monkeypatch.setenv("COLUMNS", "80")
+    assert main(["reproduce", "--list"]) == 0
+    out = capsys.readouterr().out
+    assert "…" not in out and set(TABLES) <= _words(out)
+    assert max(len(line) for line in out.splitlines()) <= 80
+
+    sparsity = {f"final/sparsity/layer{i}.long_parameter_name.weight": 0.1 * i for i in range(6)}
+    for seed in (0, 1):
+        fake_run(store, "sparse_maml", seed, {"final/test_loss": 0.5 + seed, **sparsity})
+    fake_run(store, "maml", 0, {"final/test_loss": 0.6, "final/test_loss_steps10": 0.4})
+    capsys.readouterr()
+    assert main(["leaderboard", "--tracking-uri", store, "--columns", "final/sparsity/"]) == 0
+    out = capsys.readouterr().out
+    assert "…" not in out and {"sparse_maml", "maml"} <= _words(out)
+    for name in sparsity:
+        assert name.removeprefix("final/") + ":" in _words(out), name
+
+    from tests.helpers import stored_runs
+
+    a, b = (r.info.run_id for r in stored_runs(store)[:2])
+    assert main(["compare", a, b, "--tracking-uri", store]) == 0
+    out = capsys.readouterr().out
+    assert "…" not in out and {a, b} <= {w.rstrip(":") for w in _words(out)}
+    assert "final/test_loss_steps10" in out
+
+    assert main(["list", "methods"]) == 0
+    out = capsys.readouterr().out
+    assert "…" not in out and {"sparse_relu_cmaml", "causal_gd_ssm"} <= _words(out)

@@ -17,7 +17,7 @@ from benchmarks.planning.plan import plan_run
 from benchmarks.protocols.recording import MemoryRecorder
 from benchmarks.results.statistics import paired_t_test, seed_stats, t_cdf, t_quantile
 from benchmarks.running.execute import execute
-from tests.helpers import CONTINUAL_TINY, OSAKA_TINY, TINY, fake_run, leaderboard_json
+from tests.helpers import CONTINUAL_TINY, OSAKA_TINY, TINY, fake_run, leaderboard_json, stored_runs
 from tests.image_fixtures import write_mnist, write_omniglot
 
 
@@ -75,8 +75,36 @@ def test_baseline_marks_paired_differences_over_shared_seeds(store, capsys):
     assert main(["leaderboard", "--tracking-uri", store, "--baseline", "maml",
                  "--format", "markdown"]) == 0  # fmt: skip
     out = capsys.readouterr().out
-    assert "Δ test_loss vs maml (paired t)" in out and "3 pairs)" in out
+    assert "Δ test_loss vs maml@" in out and "3 pairs)" in out
     assert main(["leaderboard", "--tracking-uri", store, "--baseline", "nope"]) == 2
+
+
+def test_the_baseline_row_is_the_one_that_pairs_and_can_be_chosen(store, capsys):
+    """After a sweep over seeds 10-11, maml's best row shares no seed with sparse_maml's
+    (seeds 0-2): the baseline is maml's row that does; --baseline maml@CONFIG picks the
+    other, and then the board says that the row shares no seed instead of showing "-"."""
+    for seed in (10, 11):
+        fake_run(store, "maml", seed, {"final/test_loss": 0.1}, inner_lr="0.05")
+    for seed in (0, 1, 2):
+        fake_run(store, "maml", seed, {"final/test_loss": 0.5 + 0.01 * seed}, inner_lr="0.01")
+        fake_run(store, "sparse_maml", seed, {"final/test_loss": 0.45 + 0.01 * seed})
+    board = leaderboard_json(store, capsys, "--baseline", "maml")
+    sparse = next(r for r in board["rows"] if r["method"] == "sparse_maml")
+    assert sparse["versus_baseline"]["pairs"] == 3
+    assert sparse["versus_baseline"]["difference"] == pytest.approx(-0.05)
+    lonely = next(r for r in board["rows"] if r["method"] == "maml" and "0.05" in r["config"])
+    assert lonely["versus_baseline"]["pairs"] == 0
+    codes = {r.data.params.get("method.inner_lr"): r.data.tags["mesabench.config_hash"]
+             for r in stored_runs(store) if r.data.tags["mesabench.method"] == "maml"}
+    best_code = codes["0.05"]
+    capsys.readouterr()
+    assert main(["leaderboard", "--tracking-uri", store, "--baseline", f"maml@{best_code[:6]}",
+                 "--format", "markdown"]) == 0  # fmt: skip
+    out = capsys.readouterr().out
+    assert f"vs maml@{best_code[:8]}" in out and "no shared seeds" in out
+    assert "(seeds 10,11;" in out and "2 row(s) share no seed with it" in out
+    assert main(["leaderboard", "--tracking-uri", store, "--baseline", "maml@ffff"]) == 2
+    assert f"its rows: maml@{codes['0.05'][:8]}" in capsys.readouterr().err
 
 
 def test_directions_are_declared_never_guessed_from_names(store, capsys):

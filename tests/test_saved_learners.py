@@ -179,7 +179,7 @@ def test_an_evaluation_says_the_settings_it_scored_under(store, capsys):
     capsys.readouterr()
     assert main(["evaluate", trained.info.run_id, "--set", "test_tasks=16", "--set",
                  "input_range=(-4.0, 4.0)", "--tracking-uri", store]) == 0  # fmt: skip
-    header = " ".join(capsys.readouterr().out.split("MLflow run")[0].split())  # unwrapped
+    header = capsys.readouterr().out.splitlines()[0]  # one line, however long
     assert f"(the learner of run {trained.info.run_id}), scored with " in header
     assert "protocol.test_tasks=16" in header and "task.input_range=(-4.0, 4.0)" in header
 

@@ -19,7 +19,7 @@ from rich.console import Console
 from rich.table import Table
 
 from benchmarks.planning.config import parse_pairs
-from benchmarks.running.console import answered, prepare_process
+from benchmarks.running.console import answered, prepare_process, print_table
 from mesabench_core import BadInput
 
 EXIT_OK, EXIT_FAILED = 0, 1
@@ -193,7 +193,7 @@ def cmd_list(args, console: Console) -> int:
         else:  # a modulation serves every gradient-based family
             protocol = "any"
         table.add_row(entry.name, protocol, entry.source, entry.description)
-    console.print(table)
+    print_table(console, table)
     if plugins_disabled():
         console.print("plugins disabled (MESABENCH_DISABLE_PLUGINS)")
     _report_plugin_errors(console)
@@ -325,7 +325,7 @@ def cmd_reproduce(args, console: Console) -> int:
             listing.add_column(header)
         for row in catalog_rows(list(TABLES.values())):
             listing.add_row(*row)
-        console.print(listing)
+        print_table(console, listing)
         return EXIT_OK
     if args.table is None:
         raise UsageError("reproduce needs a table name (see 'reproduce --list')")
@@ -358,7 +358,7 @@ def cmd_reproduce(args, console: Console) -> int:
             shown.add_column(header)
         for row in rows(outcome):
             shown.add_row(*row)
-        console.print(shown)
+        print_table(console, shown)
         console.print(f"verdicts: {verdict_counts(outcome)}")
     if outcome.failed:
         console.print(f"{outcome.failed} cell(s) FAILED or KILLED: their lines count as not run")

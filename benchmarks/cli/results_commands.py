@@ -19,6 +19,7 @@ from rich.table import Table
 
 from benchmarks.planning.config import parse_pairs
 from benchmarks.results.leaderboards import GROUP_KEYS, RunFilter
+from benchmarks.running.console import print_table
 from mesabench_core import BadInput
 
 
@@ -51,8 +52,9 @@ def add_commands(sub) -> None:
     board.add_argument(
         "--baseline",
         default=None,
-        metavar="METHOD",
-        help="add each row's difference to METHOD's best row, paired over shared seeds",
+        metavar="METHOD[@CONFIG]",
+        help="add each row's difference to a row of METHOD (the one sharing most seeds with "
+        "the others; @CONFIG: the row whose config hash starts so), paired over shared seeds",
     )
 
     report = sub.add_parser("report", help="write a static HTML report (tables and figures)")
@@ -170,7 +172,7 @@ def cmd_leaderboard(args, console: Console) -> int:
     )
     if args.format == "table" and args.output is None:
         for board in boards:
-            console.print(as_rich(board))
+            print_table(console, as_rich(board), heading_columns=2)
         return 0
     if args.format == "table":
         text = "\n".join(_plain(as_rich(b)) for b in boards)
@@ -186,7 +188,7 @@ def cmd_leaderboard(args, console: Console) -> int:
 
 def _plain(table: Table) -> str:
     console = Console(width=200, file=io.StringIO())
-    console.print(table)
+    print_table(console, table)
     return console.file.getvalue()
 
 
@@ -268,8 +270,9 @@ def cmd_compare(args, console: Console) -> int:
     a, b = runs
     for run in runs:
         console.print(f"{run.run_id}: {_status_text(run)}")
-    console.print(_difference_table("settings", a.params, b.params, args.all, a, b))
-    console.print(_difference_table("final metrics", a.metrics, b.metrics, True, a, b))
+    print_table(console, _difference_table("settings", a.params, b.params, args.all, a, b))
+    print_table(console, _difference_table("final metrics", a.metrics, b.metrics, True, a,
+                                             b))
     return 0
 
 
@@ -351,7 +354,7 @@ def cmd_runs(args, console: Console) -> int:
                 mark_lost(client, run.info.run_id, lost_reason(tags, run.info.start_time))
                 status, closed = "marked FAILED", closed + 1
             table.add_row(name, run.info.run_id, run.info.run_name or "", status, age)
-    console.print(table)
+    print_table(console, table)
     what = "stale" if args.stale else "unfinished"
     tail = f"; {closed} marked FAILED" if args.mark_failed else ""
     console.print(f"{found} {what} run(s){tail}")

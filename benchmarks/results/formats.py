@@ -133,6 +133,8 @@ def stat_text(cells: dict[str, Any], status: str) -> str:
 def _paired_text(paired: dict[str, Any] | None) -> str:
     if paired is None:
         return ""
+    if not paired["pairs"]:
+        return "no shared seeds"
     if paired["difference"] is None:
         return "-"
     if paired["p_value"] is None:
@@ -148,7 +150,7 @@ def _headers(board: Leaderboard) -> list[str]:
     if board.shows_episode_ci:
         heads.append(f"{_short(board.metric)}: episode CI95 (mean over runs)")
     if board.baseline is not None:
-        heads.append(f"Δ {_short(board.metric)} vs {board.baseline.method} (paired t)")
+        heads.append(f"Δ {_short(board.metric)} vs {_baseline_name(board)} (paired t)")
     return [*heads, "train time (s)", "params"]
 
 
@@ -171,6 +173,17 @@ def _line(cells: dict[str, Any], board: Leaderboard) -> list[str]:
     return [*line, "" if time_s is None else f"{time_s:.1f}", "" if params is None else str(params)]
 
 
+def _baseline_name(board: Leaderboard) -> str:
+    base = board.baseline
+    return f"{base.method}@{base.runs[0].config_hash[:8]}" if base is not None else ""
+
+
+def _seed_list(seeds: list[int]) -> str:
+    if seeds and seeds == list(range(seeds[0], seeds[-1] + 1)) and len(seeds) > 2:
+        return f"{seeds[0]}-{seeds[-1]}"
+    return ",".join(map(str, seeds))
+
+
 def caption(board: Leaderboard) -> str:
     level = f"{CONFIDENCE:.0%}"
     parts = [
@@ -181,9 +194,15 @@ def caption(board: Leaderboard) -> str:
     if board.shows_episode_ci:
         parts.append("episode CI95 = the runs' own 95% CI over their test episodes, averaged")
     if board.baseline is not None:
+        base = board.baseline
+        seeds = sorted(base.by_seed(board.metric))
+        lonely = sum(1 for row in board.ours if row is not base and row.versus_baseline
+                     and not row.versus_baseline.n)  # fmt: skip
         parts.append(
-            f"Δ = row - {board.baseline.method} (its best row), paired over shared seeds; "
-            f"* = significant at {level} (two-sided paired t-test)"
+            f"Δ = row - {_baseline_name(board)} (seeds {_seed_list(seeds)}; choose another "
+            f"row with --baseline METHOD@CONFIG), paired over shared seeds; * = significant "
+            f"at {level} (two-sided paired t-test)"
+            + (f"; {lonely} row(s) share no seed with it" if lonely else "")
         )
     skipped = ", ".join(f"{n} {s.lower()}" for s, n in board.excluded.items() if n)
     if skipped:

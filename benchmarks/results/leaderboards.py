@@ -615,24 +615,41 @@ def _unmatched_filter(records: Sequence[RunRecord], run_filter: RunFilter, bench
 
 
 def compare_to_baseline(board: Leaderboard, method: str) -> None:
-    """Pair every row with the best ranked row of ``method`` over the seeds both have."""
-    candidates = [row for row in board.rows if not row.is_reference and row.method == method]
+    """Pair every row with one ranked row of the baseline over the seeds both have.
+
+    ``method`` is a method (``maml``) or a method and a config hash prefix
+    (``maml@3f2a``: that row). Of a method's rows, the one sharing the most seeds with the
+    other ranked rows is taken (the best ranked among equals): its best row may share none
+    (a sweep's grid over seeds 10-12 beside a default row over 0-2) and pair with nothing.
+    """
+    name, _, code = method.partition("@")
+    candidates = [row for row in board.rows if not row.is_reference and row.method == name
+                  and (not code or row.runs[0].config_hash.startswith(code))]  # fmt: skip
     if not candidates:
         have = sorted({row.method for row in board.ours})
+        rows_of = [r.runs[0].config_hash[:8] for r in board.rows
+                   if not r.is_reference and r.method == name]  # fmt: skip
+        which = f"; its rows: {', '.join(f'{name}@{c}' for c in rows_of)}" if rows_of else ""
         raise LeaderboardError(
-            f"--baseline {method}: no ranked row of that method on {board.benchmark}; "
+            f"--baseline {method}: no ranked row of that method on {board.benchmark}{which}; "
             f"methods here: {', '.join(have) or 'none'}"
         )
-    base = candidates[0]
+    others = [row for row in board.ours if row.method != name]
+
+    def shared(row: LeaderboardRow) -> int:
+        seeds = set(row.by_seed(board.metric))
+        return sum(len(seeds & set(o.by_seed(board.metric))) for o in others)
+
+    base = max(candidates, key=shared)  # max keeps the first (best ranked) among equals
     board.baseline = base
     reference = base.by_seed(board.metric)
     for row in board.ours:
         if row is base:
             continue
         mine = row.by_seed(board.metric)
-        shared = sorted(set(mine) & set(reference))
+        pairs = sorted(set(mine) & set(reference))
         row.versus_baseline = paired_t_test(
-            [mine[s] for s in shared], [reference[s] for s in shared]
+            [mine[s] for s in pairs], [reference[s] for s in pairs]
         )
 
 

@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 
 from rich.console import Console
+from rich.padding import Padding
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -22,12 +23,56 @@ from rich.progress import (
     TimeElapsedColumn,
     TimeRemainingColumn,
 )
+from rich.table import Table
+from rich.text import Text
 
 from mesabench_core import BadInput
 
 EXIT_USAGE, EXIT_KILLED = 2, 130
 
 log = logging.getLogger("mesabench")
+
+
+def print_table(console: Console, table: Table, heading_columns: int = 1) -> None:
+    """Print ``table`` so that every cell stays whole at the console's width: as a table
+    where each column fits its longest word (rich wraps at spaces, never inside one), else
+    stacked: one block per row, headed by its first ``heading_columns`` cells, then a
+    ``header: value`` line per other column (a pipe is 80 columns; an elided method, metric
+    or run id, "final/test_loss_st…", is useless)."""
+    widths = _longest_words(table)
+    if sum(widths) + 3 * len(widths) + 1 <= console.width:
+        for column, width in zip(table.columns, widths, strict=True):
+            # rich may narrow a column below its longest word (eliding it) while wider
+            # ones wrap: no column narrower than that.
+            column.min_width = max(column.min_width or 0, width)
+        console.print(table)
+        return
+    columns = table.columns
+    if table.title:
+        console.print(Text(str(table.title), style="bold"))
+    rows = list(zip(*(list(column.cells) for column in columns), strict=True))
+    for i, row in enumerate(rows):
+        heading = Text(" ").join(_text(cell) for cell in row[:heading_columns])
+        console.print(Text.assemble(f"{i + 1}. " if heading_columns == 1 else "", heading))
+        for column, cell in zip(columns[heading_columns:], row[heading_columns:], strict=True):
+            line = Text.assemble(_text(column.header), ": ", _text(cell))
+            console.print(Padding(line, (0, 0, 0, 3), expand=False))
+    if table.caption:
+        console.print(table.caption)
+
+
+def _text(cell) -> Text:
+    return cell if isinstance(cell, Text) else Text.from_markup(str(cell))
+
+
+def _longest_words(table: Table) -> list[int]:
+    """Each column's longest word (header included): narrower, rich would elide or break
+    an identifier. (Each column adds one space of padding a side and a border.)"""
+
+    def words(cell) -> int:
+        return max((len(w) for w in _text(cell).plain.split()), default=0)
+
+    return [max([words(c.header), *(words(cell) for cell in c.cells)]) for c in table.columns]
 
 
 def _raise_keyboard_interrupt(signum, frame):

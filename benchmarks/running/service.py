@@ -36,6 +36,7 @@ from benchmarks.running.console import (
     TrainingProgress,
     answered,
     prepare_process,
+    print_table,
 )
 from benchmarks.running.execute import (
     RunFailed,
@@ -385,7 +386,7 @@ def run_to_end(started: StartedRun, console: Console) -> int:
                                                        for k in changed)  # fmt: skip
         console.print(
             f"[bold]{plan.method_name}[/]{source} on [bold]{plan.benchmark}[/] seed {plan.seed} "
-            f"({plan.device}); MLflow run {run_id}"
+            f"({plan.device}); MLflow run {run_id}", soft_wrap=True,
         )
         if started.learner is not None:
             final = started.execute()
@@ -416,8 +417,9 @@ def run_to_end(started: StartedRun, console: Console) -> int:
     except RunFailed as err:
         sys.stderr.write(f"{err}\n")
         return EXIT_FAILED
-    console.print(final_table(final))
-    console.print(f"MLflow run id: [bold]{run_id}[/] (store: {tracker.uri})")
+    print_table(console, final_table(final))
+    # Not re-wrapped: an id or a store path split across lines cannot be copied.
+    console.print(f"MLflow run id: [bold]{run_id}[/] (store: {tracker.uri})", soft_wrap=True)
     if getattr(console.file, "reader_gone", False):
         sys.stderr.write(f"output closed early; run {run_id} FINISHED and is recorded\n")
     return EXIT_OK
