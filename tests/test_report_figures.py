@@ -137,3 +137,24 @@ def test_figures_kept_by_a_caller_leave_nothing_open_in_pyplot():
         kept.append(lsa_weights_figure(torch.rand(1, 3, 3), torch.rand(1, 3, 3),
                                        {"model": [(1, 1.0)]}, [(0.0, 1.0)]))  # fmt: skip
     assert plt.get_fignums() == [] and len(kept) == 30
+
+
+def test_whole_number_axes_get_whole_ticks_and_log_only_where_the_range_is_wide():
+    """A one-iteration run's curve: its one step as the tick (not 0.96 ... 1.04); a loss
+    from 2.4 to 2.26 on a linear axis (a log one would read 2.3x10^0); one falling over a
+    factor of 100 on a log axis; the accuracy matrix of 20 tasks labels whole tasks."""
+    import torch
+
+    from benchmarks.protocols.figures import accuracy_matrix_figure
+
+    one = draw(figure_data("maml", {"train/loss": [{1: 3.0}], "val/loss": [{1: 4.5}]}))
+    (ax,) = one.axes
+    assert list(ax.get_xticks()) == [1.0] and ax.get_yscale() == "linear"
+    narrow = draw(figure_data("sgd", {"train/loss": [{25: 2.4, 50: 2.26}]}))
+    assert narrow.axes[0].get_yscale() == "linear"
+    assert all(float(t).is_integer() for t in narrow.axes[0].get_xticks())
+    wide = draw(figure_data("sgd", {"train/loss": [{25: 2.4, 50: 0.02}]}))
+    assert wide.axes[0].get_yscale() == "log"
+    matrix = accuracy_matrix_figure(torch.rand(20, 20).numpy())
+    ticks = [*matrix.axes[0].get_xticks(), *matrix.axes[0].get_yticks()]
+    assert ticks and all(float(t).is_integer() for t in ticks)

@@ -338,8 +338,15 @@ def test_report_renders_in_headless_chromium(populated, tmp_path):
 
     assert measured("min-font") >= 13  # px: readable at 100% zoom
     assert measured("min-image-scale") >= 0.75  # figures are not shrunk to thumbnails
+    assert measured("page-overflow") == 0  # nothing wider than the window
+    # A narrow window: the wide continual table scrolls in its box; the page does not.
+    narrow = subprocess.run([*browser, "--window-size=700,1800", "--dump-dom", page.as_uri()],
+                            capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert float(narrow.stdout.split('data-page-overflow="')[1].split('"')[0]) == 0
+    # One seed is one run, not a band; two seeds are a mean with a band.
+    assert "lamaml" in dom.stdout and "seed 0: one run, no band." in dom.stdout
+    assert "mean over seeds 0, 1 with a band of ±1 std." in dom.stdout
     # Curves are drawn over all seeds of a row, their data written beside them.
-    assert "mean over seeds [0, 1]" in dom.stdout
     tables = sorted((tmp_path / "figures").glob("*.csv"))
     assert tables and all(t.read_text().startswith("panel,series,colour,x,mean,") for t in tables)
     for method in ("sparse_maml", "lamaml", "online_sgd"):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import matplotlib
 
 matplotlib.use("Agg")
+from matplotlib import ticker  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
 from methods.icl_figures import ICL_SERIES_COLOURS  # noqa: E402
@@ -101,6 +102,8 @@ def accuracy_matrix_figure(matrix) -> Figure:
     fig = Figure(figsize=(6, 5))
     ax = fig.subplots()
     image = ax.imshow(matrix, vmin=0.0, vmax=1.0, cmap="viridis")
+    for axis in (ax.xaxis, ax.yaxis):  # tasks are whole numbers: no 2.5
+        axis.set_major_locator(ticker.MaxNLocator(integer=True))
     ax.set_xlabel("evaluated task j")
     ax.set_ylabel("after training task t")
     ax.set_title("Accuracy matrix R[t, j]")

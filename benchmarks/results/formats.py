@@ -339,7 +339,8 @@ def as_json(boards: list[Leaderboard]) -> str:
 
 
 def as_html_table(board: Leaderboard) -> str:
-    """An HTML ``<table>`` (no page around it): used by the report and ``--format html``."""
+    """An HTML ``<table>`` in a box that scrolls sideways when the table is wider than the
+    page (no page around it): used by the report and ``--format html``."""
     head = "".join(f"<th>{html.escape(h)}</th>" for h in _headers(board))
     body = []
     for cells in row_cells(board):
@@ -347,9 +348,10 @@ def as_html_table(board: Leaderboard) -> str:
         tds = "".join(f"<td>{html.escape(str(c))}</td>" for c in _line(cells, board))
         body.append(f'<tr{css} data-status="{html.escape(cells["status"])}">{tds}</tr>')
     return (
-        f'<table class="leaderboard" data-benchmark="{html.escape(board.benchmark)}">'
+        f'<div class="board"><table class="leaderboard" '
+        f'data-benchmark="{html.escape(board.benchmark)}">'
         f"<caption>{html.escape(caption(board))}</caption>"
-        f"<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+        f"<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table></div>"
     )
 
 
@@ -369,6 +371,7 @@ def render(boards: list[Leaderboard], fmt: str) -> str:
 _STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2em; color: #222; font-size: 16px;
        line-height: 1.4; }
+div.board { max-width: 100%; overflow-x: auto; }
 table.leaderboard { border-collapse: collapse; margin: 1em 0; font-size: 15px; }
 table.leaderboard th, table.leaderboard td { border: 1px solid #ccc; padding: 0.3em 0.6em; }
 table.leaderboard td { text-align: right; }
@@ -394,6 +397,9 @@ window.addEventListener("load", () => {
   document.body.dataset.minFont = String(Math.min(...sizes));
   const shrink = images.map(i => i.width / i.naturalWidth);
   document.body.dataset.minImageScale = String(Math.min(1, ...shrink));
+  // Wider than the window: something (a table column, a figure) would be cut off.
+  const page = document.documentElement;
+  document.body.dataset.pageOverflow = String(page.scrollWidth - page.clientWidth);
 });
 """
 

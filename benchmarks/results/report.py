@@ -64,14 +64,13 @@ def _figures(client, board: Leaderboard, output: Path) -> str:
             buffer = io.BytesIO()
             figure.savefig(buffer, format="png", dpi=100)
             figure.savefig(output / "figures" / f"{stem}.png", dpi=100)
-            import matplotlib.pyplot as plt
-
-            plt.close(figure)
             note = f" {data.note()}." if data.omitted else ""
+            spread = ("mean over seeds {} with a band of ±1 std" if len(row.seeds) > 1
+                      else "seed {}: one run, no band").format(  # fmt: skip
+                ", ".join(map(str, row.seeds)))
             parts.append(
                 f"<figure>{_image(buffer.getvalue(), label)}<figcaption>"
-                f"{html.escape(label)}: mean over seeds {html.escape(str(row.seeds))} with a "
-                f"band of ±1 std.{html.escape(note)} "
+                f"{html.escape(label)}: {html.escape(spread)}.{html.escape(note)} "
                 f'<a href="figures/{html.escape(stem)}.csv">data (CSV)</a></figcaption></figure>'
             )
         elif data.omitted:

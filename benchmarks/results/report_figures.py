@@ -254,9 +254,17 @@ def draw(data: FigureData, axes_of: dict[str, Axis] | None = None) -> Figure | N
                     xs = [b[0] for b in band]
                     ax.fill_between(xs, [m - s for _, m, s in band], [m + s for _, m, s in band],
                                     color=curve.colour, alpha=0.2, linewidth=0)  # fmt: skip
-            if panel.log_y and all(v > 0 for c in data.curves if c.panel == title for v in c.mean):
+            values = [v for c in data.curves if c.panel == title for v in c.mean
+                      if v is not None and math.isfinite(v)]  # fmt: skip
+            # Log only over a range worth it: on less than a factor of 10 a log axis shows
+            # 2.3x10^0, 2.4x10^0 ... and nothing gained.
+            if panel.log_y and values and min(values) > 0 and max(values) >= 10 * min(values):
                 ax.set_yscale("log")
             xs = sorted({x for c in data.curves if c.panel == title for x in c.x})
+            if xs and all(float(x).is_integer() for x in xs):  # steps, tasks: whole numbers
+                ax.xaxis.set_major_locator(ticker.MaxNLocator(integer=True))
+                if len(xs) == 1:  # one point: its own tick, not 0.96 ... 1.04
+                    ax.set_xticks(xs)
             if panel.log_x and xs and xs[0] > 0:
                 ax.set_xscale("log")
                 if len(xs) <= 12:  # label the points' own x, not every minor tick
