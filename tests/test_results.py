@@ -10,7 +10,6 @@ import sqlite3
 import statistics
 import subprocess
 import sys
-import time
 import urllib.request
 from pathlib import Path
 
@@ -387,13 +386,15 @@ def test_ui_serves_the_store_on_localhost(populated):
         cwd=Path(root),
     )
     try:
-        deadline, status = time.monotonic() + 90, None
-        while time.monotonic() < deadline and status is None:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=2) as response:
-                    status = response.status
-            except OSError:
-                time.sleep(1)
+        # The address is announced only once the server answers: right after the line,
+        # the page loads at once.
+        first = process.stdout.readline().decode()
+        assert first.startswith(f"starting the MLflow UI on port {port}")
+        announced = next((line.decode() for line in process.stdout  # MLflow's own lines too
+                          if line.startswith(b"MLflow UI at ")), "")  # fmt: skip
+        assert announced.startswith("MLflow UI at http://127.0.0.1:")
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=5) as response:
+            status = response.status
         assert status == 200
         # One server process and one worker: no job runner and its seven consumers.
         import psutil
@@ -403,8 +404,8 @@ def test_ui_serves_the_store_on_localhost(populated):
         assert not [c for c in children if "huey" in " ".join(c.cmdline())]
     finally:
         process.terminate()
-        output = process.communicate(timeout=30)[0].decode()
-    assert f"http://127.0.0.1:{port}/#/experiments?workflowType=machine_learning" in output
+        process.communicate(timeout=30)
+    assert f"http://127.0.0.1:{port}/#/experiments?workflowType=machine_learning" in announced
 
 
 def test_the_three_store_readers_read_the_same_runs(store, capsys):

@@ -69,8 +69,16 @@ def test_a_run_records_a_heartbeat_and_a_dead_one_is_shown_stale_then_closed(
     run_id = tracker.start(plan, "built-in")
     first = float(MlflowClient(store).get_run(run_id).data.tags[HEARTBEAT_TAG])
     time.sleep(0.7)
-    second = float(MlflowClient(store).get_run(run_id).data.tags[HEARTBEAT_TAG])
+    tags = MlflowClient(store).get_run(run_id).data.tags
+    second = float(tags[HEARTBEAT_TAG])
     assert second > first  # the thread beats while the run lives
+    # The same moment, readable in the UI: the epoch tag's second, in UTC.
+    from datetime import datetime, timezone
+
+    from benchmarks.store.lifecycle import HEARTBEAT_UTC_TAG
+
+    shown = datetime.strptime(tags[HEARTBEAT_UTC_TAG], "%Y-%m-%d %H:%M:%S UTC")
+    assert shown.replace(tzinfo=timezone.utc).timestamp() == int(second)
     tracker._heartbeat.stop()  # the process "dies": no finish, no more beats
     time.sleep(1.3)  # > 5 intervals
     run = MlflowClient(store).get_run(run_id)

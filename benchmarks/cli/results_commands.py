@@ -247,14 +247,34 @@ def cmd_ui(args, console: Console) -> int:
            "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}  # fmt: skip
     # MLflow 3's UI opens on its GenAI view unless told which workflow the runs belong to.
     url = f"http://127.0.0.1:{args.port}/#/experiments?workflowType=machine_learning"
-    console.print(f"MLflow UI at {url} (store {tracker.uri}); Ctrl-C stops")
+    console.print(f"starting the MLflow UI on port {args.port} (store {tracker.uri}) ...")
     process = subprocess.Popen(ui_command(tracker.uri, args.port, args.workers), env=env)
     try:
+        # The address is given once the server answers (MLflow takes tens of seconds to
+        # start): a link printed before that leads to "connection refused".
+        if _wait_until_serving(process, args.port):
+            console.print(f"MLflow UI at {url}; Ctrl-C stops", soft_wrap=True)
         return process.wait()
     except KeyboardInterrupt:
         process.terminate()
         process.wait()
         return 0
+
+
+def _wait_until_serving(process: subprocess.Popen, port: int, timeout_s: float = 300) -> bool:
+    """Whether the server on ``port`` answered before ``process`` ended (or the time ran
+    out: then the address is not announced, and MLflow's own errors say why)."""
+    import time
+    import urllib.request
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and process.poll() is None:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2):
+                return True
+        except OSError:
+            time.sleep(0.5)
+    return False
 
 
 def cmd_compare(args, console: Console) -> int:

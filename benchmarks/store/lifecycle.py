@@ -22,6 +22,9 @@ from datetime import datetime, timezone
 log = logging.getLogger("mesabench")
 
 HEARTBEAT_TAG = "mesabench.heartbeat"
+#: The same moment for a person reading the MLflow UI (UTC, ISO 8601); the epoch tag is
+#: the one the suite reads.
+HEARTBEAT_UTC_TAG = "mesabench.heartbeat_utc"
 INTERVAL_TAG = "mesabench.heartbeat_interval_s"
 #: A run is stale once this many heartbeat intervals passed without one.
 STALE_BEATS = 5
@@ -44,7 +47,9 @@ def heartbeat_tags(now: float | None = None, interval: float | None = None) -> d
     """The tags of one heartbeat."""
     now = time.time() if now is None else now
     interval = heartbeat_interval() if interval is None else interval
-    return {HEARTBEAT_TAG: f"{now:.3f}", INTERVAL_TAG: f"{interval:g}"}
+    readable = datetime.fromtimestamp(now, timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return {HEARTBEAT_TAG: f"{now:.3f}", HEARTBEAT_UTC_TAG: readable,
+            INTERVAL_TAG: f"{interval:g}"}  # fmt: skip
 
 
 def last_heartbeat(tags: Mapping[str, str]) -> float | None:
