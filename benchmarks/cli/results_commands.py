@@ -253,7 +253,11 @@ def cmd_ui(args, console: Console) -> int:
         # The address is given once the server answers (MLflow takes tens of seconds to
         # start): a link printed before that leads to "connection refused".
         if _wait_until_serving(process, args.port):
+            # MLflow 3 loses the workflow choice when a run is opened from a list: its run
+            # pages then show the GenAI views ("Evaluations"); one switch brings them back.
             console.print(f"MLflow UI at {url}; Ctrl-C stops", soft_wrap=True)
+            console.print("(a run page showing GenAI views such as Evaluations: choose "
+                          "'Model training' at the top left)")  # fmt: skip
         return process.wait()
     except KeyboardInterrupt:
         process.terminate()
