@@ -225,3 +225,65 @@ def test_every_final_metric_a_protocol_logs_is_declared(tmp_path):
             assert "undeclared" not in describe(next(iter(final)))
     finally:
         del os.environ["MESABENCH_DATA"]
+
+
+def test_holm_adjustment_and_seeds_for_power_equal_statsmodels():
+    """Holm's step-down p-values and the pairs a two-sided paired t-test needs for 80%
+    power, against statsmodels' multipletests and TTestPower on the same numbers."""
+    from statsmodels.stats.multitest import multipletests
+    from statsmodels.stats.power import TTestPower
+
+    from benchmarks.results.multiple_tests import holm, seeds_for_power
+
+    p_values = [0.01, 0.04, 0.03, 0.5, 0.005, None]
+    ours = holm(p_values)
+    theirs = multipletests([p for p in p_values if p is not None], method="holm")[1]
+    assert ours[-1] is None
+    assert ours[:-1] == pytest.approx(list(theirs), rel=1e-12)
+    for differences in ([0.03, 0.025, 0.035], [0.1, -0.05, 0.2, 0.02], [0.5, 0.1, 0.45, 0.6],
+                        [0.3, -0.2, 0.25]):
+        n = len(differences)
+        mean = sum(differences) / n
+        std = (sum((d - mean) ** 2 for d in differences) / (n - 1)) ** 0.5
+        effect = abs(mean) / std
+        needed = seeds_for_power(differences)
+        # statsmodels' power of the paired (one-sample) t-test: reached at ours, not below.
+        power = TTestPower().power
+        assert power(effect, needed, 0.05, alternative="two-sided") >= 0.8, differences
+        if needed > 2:
+            assert power(effect, needed - 1, 0.05, alternative="two-sided") < 0.8, differences
+        if needed > 3:  # (its solver stops at its bound of 2 for large effects)
+            exact = TTestPower().solve_power(effect_size=effect, alpha=0.05, power=0.8,
+                                             alternative="two-sided")  # fmt: skip
+            assert needed == math.ceil(exact - 1e-9), differences
+    assert seeds_for_power([0.1]) is None and seeds_for_power([0.1, 0.1]) is None
+
+
+def test_a_board_of_several_paired_tests_adjusts_them_and_says_how_many_seeds(store, capsys):
+    maml = {0: 0.50, 1: 0.61, 2: 0.48}
+    others = {"fomaml": {0: 0.53, 1: 0.635, 2: 0.515}, "metasgd": {0: 0.49, 1: 0.64, 2: 0.47}}
+    for seed, value in maml.items():
+        fake_run(store, "maml", seed, {"final/test_loss": value})
+    for method, values in others.items():
+        for seed, value in values.items():
+            fake_run(store, method, seed, {"final/test_loss": value})
+    board = leaderboard_json(store, capsys, "--baseline", "maml")
+    raw = {r["method"]: r["versus_baseline"]["p_value"] for r in board["rows"]
+           if r.get("versus_baseline") and r["versus_baseline"]["p_value"] is not None}
+    from statsmodels.stats.multitest import multipletests
+
+    methods = sorted(raw)
+    adjusted = dict(zip(methods, multipletests([raw[m] for m in methods], method="holm")[1],
+                        strict=True))  # fmt: skip
+    for row in board["rows"]:
+        paired = row.get("versus_baseline")
+        if row["method"] in adjusted:
+            assert paired["p_value_holm"] == pytest.approx(adjusted[row["method"]], rel=1e-9)
+            assert paired["tests"] == 2
+            assert paired["significant"] == (adjusted[row["method"]] < 0.05)
+            assert isinstance(paired["seeds_for_80_power"], int)
+    assert main(["leaderboard", "--tracking-uri", store, "--baseline", "maml",
+                 "--format", "markdown"]) == 0  # fmt: skip
+    out = capsys.readouterr().out
+    assert "(paired t, Holm-adjusted)" in out and "Holm p=" in out and "80% power: " in out
+    assert "p adjusted by Holm over the board's 2 tests" in out

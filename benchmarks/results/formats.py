@@ -22,6 +22,7 @@ from rich.table import Table
 
 from benchmarks.catalog.references import REFERENCE_VERSION
 from benchmarks.results.leaderboards import Leaderboard, LeaderboardRow
+from benchmarks.results.multiple_tests import MOST_SEEDS
 from benchmarks.results.statistics import CONFIDENCE
 from mesabench_core import __version__
 
@@ -55,14 +56,24 @@ def _paired(row: LeaderboardRow, board: Leaderboard) -> dict[str, Any] | None:
     test = row.versus_baseline
     if test is None or board.baseline is None:
         return None
+    adjusted = row.versus_baseline_holm
     return {
         "baseline": board.baseline.method,
         "pairs": test.n,
         "difference": _finite(test.difference),
         "ci95_half_width": _finite(test.ci95),
         "p_value": _finite(test.p_value),
-        "significant": test.significant,
+        # Adjusted over the board's paired tests (Holm); significance is read from it.
+        "p_value_holm": _finite(adjusted),
+        "tests": _paired_tests(board),
+        "significant": adjusted is not None and adjusted < 1.0 - CONFIDENCE,
+        "seeds_for_80_power": row.seeds_for_power,
     }
+
+
+def _paired_tests(board: Leaderboard) -> int:
+    return sum(1 for r in board.ours if r.versus_baseline is not None
+               and r.versus_baseline.p_value is not None)  # fmt: skip
 
 
 def row_cells(board: Leaderboard) -> list[dict[str, Any]]:
@@ -140,7 +151,13 @@ def _paired_text(paired: dict[str, Any] | None) -> str:
     if paired["p_value"] is None:
         return f"{paired['difference']:+.4f} (1 pair)"
     mark = " *" if paired["significant"] else ""
-    return f"{paired['difference']:+.4f} (p={paired['p_value']:.3g}, {paired['pairs']} pairs){mark}"
+    holm = f", Holm p={paired['p_value_holm']:.3g}" if paired["tests"] > 1 else ""
+    needed = paired["seeds_for_80_power"]
+    power = "" if needed is None else (
+        f"; 80% power: >{MOST_SEEDS} seeds" if needed > MOST_SEEDS
+        else f"; 80% power: {needed} seeds")  # fmt: skip
+    return (f"{paired['difference']:+.4f} (p={paired['p_value']:.3g}{holm}, "
+            f"{paired['pairs']} pairs){mark}{power}")  # fmt: skip
 
 
 def _headers(board: Leaderboard) -> list[str]:
@@ -150,7 +167,9 @@ def _headers(board: Leaderboard) -> list[str]:
     if board.shows_episode_ci:
         heads.append(f"{_short(board.metric)}: episode CI95 (mean over runs)")
     if board.baseline is not None:
-        heads.append(f"Δ {_short(board.metric)} vs {_baseline_name(board)} (paired t)")
+        adjusted = ", Holm-adjusted" if _paired_tests(board) > 1 else ""
+        heads.append(f"Δ {_short(board.metric)} vs {_baseline_name(board)} "
+                     f"(paired t{adjusted})")  # fmt: skip
     return [*heads, "train time (s)", "params"]
 
 
@@ -201,7 +220,11 @@ def caption(board: Leaderboard) -> str:
         parts.append(
             f"Δ = row - {_baseline_name(board)} (seeds {_seed_list(seeds)}; choose another "
             f"row with --baseline METHOD@CONFIG), paired over shared seeds; * = significant "
-            f"at {level} (two-sided paired t-test)"
+            f"at {level} (two-sided paired t-test"
+            + (f", p adjusted by Holm over the board's {_paired_tests(board)} tests"
+               if _paired_tests(board) > 1 else "")  # fmt: skip
+            + "); 80% power: the seeds a paired test would need to detect the observed "
+            "difference (its mean and spread taken as the truth)"
             + (f"; {lonely} row(s) share no seed with it" if lonely else "")
         )
     skipped = ", ".join(f"{n} {s.lower()}" for s, n in board.excluded.items() if n)
@@ -263,7 +286,8 @@ def csv_records(board: Leaderboard) -> tuple[list[str], list[list[str]]]:
     """The header and the rows of ``board`` as CSV cells: one line per row, every
     statistic in its own named column (empty = none)."""
     stats_header = [f"{_short(c)}_{s}" for c in board.columns for s in _CSV_STATS]
-    paired = ["vs_baseline_difference", "vs_baseline_p_value", "vs_baseline_pairs"]
+    paired = ["vs_baseline_difference", "vs_baseline_p_value", "vs_baseline_p_value_holm",
+              "vs_baseline_pairs", "vs_baseline_seeds_for_80_power"]
     header = ["benchmark", "rank", "status", "method", "config", "n_seeds", *stats_header,
               *(paired if board.baseline is not None else []), "train_time_s", "num_params",
               "reference_kind"]  # fmt: skip
@@ -277,7 +301,8 @@ def csv_records(board: Leaderboard) -> tuple[list[str], list[list[str]]]:
         extra = []
         if board.baseline is not None:
             p = cells["versus_baseline"] or {}
-            extra = [text(p.get("difference")), text(p.get("p_value")), text(p.get("pairs"))]
+            extra = [text(p.get(k)) for k in ("difference", "p_value", "p_value_holm", "pairs",
+                                              "seeds_for_80_power")]
         rows.append([board.benchmark, text(cells["rank"]), cells["status"], cells["method"],
                      cells["config"], str(cells["n"]), *stats, *extra,
                      text(cells["train_time_s"]), text(cells["num_params"]),

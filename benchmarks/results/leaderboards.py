@@ -36,6 +36,7 @@ from datetime import datetime, timezone
 from benchmarks.catalog.references import ReferenceRow, references_for
 from benchmarks.metrics import catalog as metric_catalog
 from benchmarks.planning.config import ConfigError
+from benchmarks.results.multiple_tests import holm, seeds_for_power
 from benchmarks.results.statistics import PairedTest, SeedStats, paired_t_test, seed_stats
 from benchmarks.store.lifecycle import is_stale
 from benchmarks.store.reader import RUN_LOCAL_SETTINGS, Only, StoredRun, StoreReader, TagFilter
@@ -139,6 +140,10 @@ class LeaderboardRow:
     other_setting: dict[str, tuple[str, str]] = field(default_factory=dict)
     #: The paired comparison with the baseline row (``--baseline``), if asked for.
     versus_baseline: PairedTest | None = None
+    #: Its p-value adjusted for the board's other paired tests (Holm), and the seeds a
+    #: paired t-test would need to detect the observed difference at 80% power.
+    versus_baseline_holm: float | None = None
+    seeds_for_power: int | None = None
     #: Where the board placed the row: ``ranked``, ``reference`` (ranked beside ours),
     #: ``diverged`` or ``missing`` (listed unranked), ``other settings`` (runs of another
     #: task or protocol setting, listed apart), ``reference, settings differ``.
@@ -651,6 +656,13 @@ def compare_to_baseline(board: Leaderboard, method: str) -> None:
         row.versus_baseline = paired_t_test(
             [mine[s] for s in pairs], [reference[s] for s in pairs]
         )
+        row.seeds_for_power = seeds_for_power([mine[s] - reference[s] for s in pairs])
+    # Many rows, many tests: each p-value adjusted for the others (Holm), so that one of
+    # several comparisons is not read as if it stood alone.
+    tested = [row for row in board.ours if row.versus_baseline is not None]
+    for row, adjusted in zip(tested, holm([r.versus_baseline.p_value for r in tested]),
+                             strict=True):  # fmt: skip
+        row.versus_baseline_holm = adjusted
 
 
 def declare_from_runs(records: Sequence[RunRecord]) -> None:
