@@ -375,6 +375,21 @@ def test_compare_shows_config_and_metric_differences(populated, capsys):
     assert main(["compare", maml.info.run_id, "nope", "--tracking-uri", store]) == 2
 
 
+def test_a_new_store_has_no_empty_default_experiment_and_an_old_one_keeps_its(tmp_path):
+    """MLflow puts an empty "Default" experiment in every new store; the UI would list it
+    beside the benchmarks. A new store of ours has none; a store made elsewhere keeps it."""
+    from mlflow.tracking import MlflowClient
+
+    ours = f"sqlite:///{tmp_path / 'ours' / 'mlflow.db'}"
+    assert main(["run", "--method", "fomaml", *TINY, "--tracking-uri", ours]) == 0
+    assert [e.name for e in MlflowClient(ours).search_experiments()] == ["sinusoid-5shot"]
+    theirs = f"sqlite:///{tmp_path / 'theirs.db'}"
+    MlflowClient(theirs).search_experiments()  # made by MLflow itself
+    assert main(["run", "--method", "fomaml", *TINY, "--tracking-uri", theirs]) == 0
+    names = sorted(e.name for e in MlflowClient(theirs).search_experiments())
+    assert names == ["Default", "sinusoid-5shot"]
+
+
 def test_ui_serves_the_store_on_localhost(populated):
     store, root = populated
     port = free_port()

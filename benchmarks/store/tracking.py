@@ -267,7 +267,12 @@ def open_store(uri: str) -> RetryingClient:
     folder = os.open(db.parent, os.O_RDONLY)
     try:
         fcntl.flock(folder, fcntl.LOCK_EX)
+        new = not db.exists()
         client = MlflowClient(tracking_uri=uri)  # runs the schema migrations if needed
+        if new:
+            # MLflow makes an empty "Default" experiment in every new store; ours hold one
+            # experiment per benchmark, and an empty extra one in the UI only puzzles.
+            client.delete_experiment(client.get_experiment("0").experiment_id)
         _tune_sqlite(db)
     finally:
         os.close(folder)  # closing releases the lock
