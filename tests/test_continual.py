@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -437,8 +438,38 @@ def test_an_interrupted_cli_run_resumes_through_the_store_to_the_same_numbers(
     resumed = runs.pop(killed.info.run_id)
     (whole,) = runs.values()
     assert resumed.info.status == "FINISHED"
+    from benchmarks.metrics.catalog import measures_the_machine
+
     finals = {k: v for k, v in whole.data.metrics.items()
-              if k.startswith("final/") and "time" not in k and "per_s" not in k}  # fmt: skip
+              if k.startswith("final/") and not measures_the_machine(k)}  # fmt: skip
     assert {"final/ra", "final/bti", "final/la", "final/fwt"} <= set(finals)
     for key, value in finals.items():
         assert resumed.data.metrics[key] == value, key
+
+
+def test_a_run_records_one_steps_flops_counted_by_torch_and_its_peak_memory(store, tmp_path):
+    """online_sgd's first step on a batch of 10 through the 784-100-100-10 MLP, counted by
+    hand: forward 2 * 10 * (784*100 + 100*100 + 100*10) multiply-adds x 2; backward the
+    weight gradients of all three layers and the input gradients of the upper two (the
+    images need none); the rotation of the data is not part of the step. Peak memory in
+    MiB: at least what the process holds now."""
+    import psutil
+
+    from benchmarks.cli.main import main
+    from tests.helpers import CONTINUAL_TINY, only_run
+    from tests.image_fixtures import write_mnist
+
+    data = write_mnist(tmp_path / "data").parent
+    before_mib = psutil.Process().memory_info().rss / 2**20
+    assert main(["run", "--method", "online_sgd", "--benchmark", "mnist-rotations",
+                 *CONTINUAL_TINY, "--data-root", str(data), "--tracking-uri", store]) == 0
+    metrics = only_run(store, "mnist-rotations").data.metrics
+    layers = [(784, 100), (100, 100), (100, 10)]
+    forward = sum(2 * 10 * a * b for a, b in layers)
+    backward = 2 * 10 * 784 * 100 + sum(2 * 2 * 10 * a * b for a, b in layers[1:])
+    assert metrics["final/step_flops"] == forward + backward == 3_796_000
+    # The kernel's own high-water mark (VmHWM, kB) bounds it from above, the resident set
+    # before the run from below: MiB, not KiB or bytes.
+    status = Path("/proc/self/status").read_text()
+    high_water_mib = int(status.split("VmHWM:")[1].split()[0]) / 1024
+    assert before_mib - 1 <= metrics["final/peak_rss_mib"] <= high_water_mib + 1

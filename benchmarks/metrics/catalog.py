@@ -89,6 +89,15 @@ def direction_of(name: str) -> Direction | None:
     return None if found is None else found[0].direction
 
 
+#: Final metrics that measure how a run ran on its machine (time, speed, memory), not what
+#: it learned: two runs of one seed and config share every other final metric exactly.
+MACHINE_MEASURES = re.compile(r"final/(.*_time_s|.*_per_s|peak_.*_mib)")
+
+
+def measures_the_machine(name: str) -> bool:
+    return MACHINE_MEASURES.fullmatch(name) is not None
+
+
 def is_declared(name: str) -> bool:
     return lookup(name) is not None
 
@@ -126,6 +135,10 @@ def _setting_values(settings: dict[str, str]) -> dict[str, str]:
 # (each protocol declares its own in its module: ``Protocol.metrics``). Later lines win. ---
 _COMMON = [
     (r"final/train_time_s", "lower", "training wall time in seconds"),
+    (r"final/step_flops", None, "floating-point operations of one training step (torch's "
+     "FLOP counter: matrix products and convolutions, forward and backward)"),
+    (r"final/peak_rss_mib", None, "the run's process at its largest (resident set, MiB)"),
+    (r"final/peak_gpu_mib", None, "memory torch allocated on the GPU at most (MiB)"),
     (r"final/num_params", None, "number of learned parameters"),
     (
         r"final/sparsity/.+",

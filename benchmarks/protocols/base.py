@@ -25,7 +25,11 @@ every module in it, so a new protocol is one new module (plus its method face in
 from __future__ import annotations
 
 import copy
+import logging
 import math
+import random
+import resource
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -33,11 +37,26 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+import numpy as np
 import torch
 
 from benchmarks.metrics.catalog import declare_metric
 from benchmarks.protocols.recording import Recorder
 from methods.api import Method
+
+log = logging.getLogger("mesabench")
+
+
+def peak_memory(device: torch.device) -> dict[str, float]:
+    """The peak memory of this process so far, in MiB: its resident set's high-water mark
+    (``getrusage``; torch, data and all, as ``top`` would show it), and on a CUDA device
+    what torch allocated there at most. A process that ran other runs before (the Python
+    API) reports their peak too."""
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    out = {"final/peak_rss_mib": rss / (2**20 if sys.platform == "darwin" else 2**10)}
+    if device.type == "cuda":
+        out["final/peak_gpu_mib"] = torch.cuda.max_memory_allocated(device) / 2**20
+    return out
 
 ProgressCallback = Callable[[int, dict[str, float]], None]
 
@@ -225,6 +244,13 @@ class Protocol:
         """The step the ``final/`` metrics are logged at."""
         return state.done
 
+    def first_step(self) -> Callable[[Method], Any]:
+        """The first training step as :meth:`train` takes it, its data already drawn: a
+        function of the method that takes it (for counting its floating-point operations on
+        a copy, data preparation left out). A protocol without it records no
+        ``final/step_flops``."""
+        raise NotImplementedError
+
     def log_figures(self, state: RunState) -> None:
         """The protocol's own figures and tables."""
 
@@ -255,12 +281,15 @@ class Protocol:
             self.begin(method, state)
         else:
             self.restore(method, checkpoint, state)
+        step_flops = self.step_flops(method)
         state.start_clock()
         self.train(method, state)
         state.stop_clock()
         self.recorder.save_learner(method.state_dict(), "final")
         final_sparsity = method.sparsity()  # of the weights training ended with
-        final = {"final/train_time_s": state.elapsed}
+        final = {"final/train_time_s": state.elapsed, **peak_memory(self.device)}
+        if step_flops is not None:
+            final["final/step_flops"] = step_flops
         final.update(self.finish(method, state))
         final["final/num_params"] = float(method.num_parameters())
         final.update(self.sparsity_metrics(method, final_sparsity, "final/sparsity/"))
@@ -271,6 +300,32 @@ class Protocol:
         self.log_figures(state)
         self._log_sparsity_figures(state.sparsity_history, final_sparsity)
         return final
+
+    def step_flops(self, method: Method) -> float | None:
+        """Floating-point operations of one training step, counted by torch's own counter
+        (``torch.utils.flop_counter``: matrix products and convolutions, forward and
+        backward) on a copy of ``method``, so that training is not touched. None where the
+        protocol has no :meth:`first_step` or the copy or the count fails (said in the log)."""
+        if type(self).first_step is Protocol.first_step:
+            return None
+        from torch.utils.flop_counter import FlopCounterMode
+
+        # The step draws random numbers: every generator is put back as it was, so that
+        # the run (and a resumed one) trains exactly as without the count.
+        python_state, numpy_state = random.getstate(), np.random.get_state()
+        devices = [self.device] if self.device.type == "cuda" else []
+        try:
+            with torch.random.fork_rng(devices=devices):
+                step, twin = self.first_step(), copy.deepcopy(method)
+                with FlopCounterMode(display=False) as counter:
+                    step(twin)
+            return float(counter.get_total_flops())
+        except Exception as err:  # noqa: BLE001 - a count we cannot take is not a failed run
+            log.info("one step's FLOPs were not counted: %s", str(err).splitlines()[0][:200])
+            return None
+        finally:
+            random.setstate(python_state)
+            np.random.set_state(numpy_state)
 
     def step_done(self, state: RunState, metrics: dict[str, float], where: str) -> int:
         """After one training step: stop if its loss diverged (:class:`DivergenceError`,

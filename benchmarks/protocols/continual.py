@@ -109,6 +109,15 @@ class ContinualProtocol(Protocol):
         }
         self.record_sparsity(method, state, 0)
 
+    def first_step(self):
+        x, y = next(self.batches(0, 0))
+
+        def step(method: ContinualMethod) -> None:
+            method.begin_task(0)
+            method.observe(x, y)
+
+        return step
+
     def train(self, method: ContinualMethod, state: RunState) -> None:
         c, p = self.config, state.progress
         for task in range(p["task"], self.source.num_tasks):

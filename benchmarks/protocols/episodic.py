@@ -158,6 +158,11 @@ class EpisodicProtocol(Protocol):
     def begin(self, method: EpisodicMethod, state: RunState) -> None:
         state.progress = {"best": _Best(), "curves": {"train/loss": [], "val/loss": []}}
 
+    def first_step(self):
+        generator = seeded_generator(TRAIN, self.seed, 0, device=self.device)
+        batch = self.source.sample(self.config.meta_batch, generator, "train")
+        return lambda method: method.meta_train_step(batch)
+
     def train(self, method: EpisodicMethod, state: RunState) -> None:
         c, best, curves = self.config, state.progress["best"], state.progress["curves"]
         for it in range(state.done, c.iterations):

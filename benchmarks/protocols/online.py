@@ -189,6 +189,16 @@ class OnlineProtocol(Protocol):
             "pretrain_time": self.pretrain_time,
         }
 
+    def first_step(self):
+        batch = self.source.batch(self.tasks, self.seed, 0)
+        x, y = batch.x.to(self.device), batch.y.to(self.device)
+
+        def step(method: OnlineMethod) -> None:
+            method.predict(x)  # test, then train, as every stream step does
+            method.observe(x, y)
+
+        return step
+
     def train(self, method: OnlineMethod, state: RunState) -> None:
         c, stream, p = self.config, self.source, state.progress
         steps, correct_by_step = stream.config.steps, p["correct_by_step"]
