@@ -158,3 +158,20 @@ def test_whole_number_axes_get_whole_ticks_and_log_only_where_the_range_is_wide(
     matrix = accuracy_matrix_figure(torch.rand(20, 20).numpy())
     ticks = [*matrix.axes[0].get_xticks(), *matrix.axes[0].get_yticks()]
     assert ticks and all(float(t).is_integer() for t in ticks)
+
+
+def test_the_pareto_front_keeps_what_nothing_cheaper_beats():
+    from benchmarks.results.report_figures import ComputePoint, compute_figure, pareto_front
+
+    # (cost, score), higher is better: c is beaten by a (cheaper, better); d by b.
+    points = [(1.0, 0.5), (10.0, 0.9), (5.0, 0.4), (20.0, 0.85), (100.0, 0.95)]
+    assert pareto_front(points, higher=True) == [0, 1, 4]
+    losses = [(1.0, 0.5), (10.0, 0.2), (5.0, 0.6), (2.0, 0.5)]  # lower is better
+    assert pareto_front(losses, higher=False) == [0, 1]
+    rows = [ComputePoint(f"m{i}", y, x, x * 1e6) for i, (x, y) in enumerate(points)]
+    fig = compute_figure(rows, "final/test_accuracy", higher=True)
+    assert [ax.get_xlabel() for ax in fig.axes] == ["training time (s)",
+                                                    "FLOPs of one training step"]  # fmt: skip
+    (front,) = [line for line in fig.axes[0].get_lines() if line.get_label() == "Pareto front"]
+    assert list(front.get_xdata()) == [1.0, 10.0, 100.0]
+    assert compute_figure([ComputePoint("a", 0.5, None, None)], "final/x", True) is None

@@ -90,6 +90,36 @@ def _figures(client, board: Leaderboard, output: Path) -> str:
     return "".join(parts)
 
 
+def _compute(board: Leaderboard, output: Path) -> str:
+    """The board's rows by score against what they cost, the Pareto front marked."""
+    from benchmarks.results.report_figures import ComputePoint, compute_figure
+
+    points = []
+    rows = [r for r in board.rows if not r.is_reference]
+    repeated = {r.method for r in rows if sum(o.method == r.method for o in rows) > 1}
+    for row in rows:
+        score = row.stats(board.metric).mean
+        if score is None:
+            continue
+        cost = {key: row.stats(key).mean for key in ("final/train_time_s", "final/step_flops")}
+        label = row.method if row.method not in repeated else (
+            f"{row.method} ({board.config_label(row)})")  # fmt: skip
+        points.append(ComputePoint(label, score,
+                                   cost["final/train_time_s"], cost["final/step_flops"]))
+    figure = compute_figure(points, board.metric, board.higher)
+    if figure is None:
+        return ""
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=100)
+    (output / "figures").mkdir(exist_ok=True)
+    figure.savefig(output / "figures" / f"{board.benchmark}-compute.png", dpi=100)
+    label = f"{board.benchmark}: score against compute"
+    return (f"<figure>{_image(buffer.getvalue(), label)}<figcaption>{html.escape(label)}: "
+            "each ranked row at its mean training time and one training step's FLOPs "
+            "(torch's counter); the red line joins the Pareto front, the rows nothing "
+            "cheaper beats.</figcaption></figure>")
+
+
 def report_page(client, boards: list[Leaderboard], output: Path,
                 extra: Sequence[str] = ()) -> str:  # fmt: skip
     sections = []
@@ -97,6 +127,7 @@ def report_page(client, boards: list[Leaderboard], output: Path,
         sections.append(f'<section id="{html.escape(board.benchmark)}">')
         sections.append(f"<h2>{html.escape(board.benchmark)}</h2>")
         sections.append(as_html_table(board))
+        sections.append(_compute(board, output))
         sections.append(_figures(client, board, output))
         sections.append("</section>")
     return standalone_page("mesabench report", [*sections, *extra])

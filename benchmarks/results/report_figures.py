@@ -286,3 +286,67 @@ def draw(data: FigureData, axes_of: dict[str, Axis] | None = None) -> Figure | N
         fig.suptitle(title, fontsize=FONT_SIZE + 1)
         fig.tight_layout()
     return fig
+
+
+# -- compute on the axis ----------------------------------------------------------------------
+@dataclass(frozen=True)
+class ComputePoint:
+    """One leaderboard row: its score (mean over seeds) and what it cost (means over its
+    runs): training wall time and one training step's FLOPs (None where not recorded)."""
+
+    label: str
+    score: float
+    seconds: float | None
+    flops: float | None
+
+
+def pareto_front(points: list[tuple[float, float]], higher: bool) -> list[int]:
+    """Indices of the points no other point beats: at most the cost (x) and at least as
+    good a score (y), better in one. In order of cost."""
+    order = sorted(range(len(points)), key=lambda i: (points[i][0], -points[i][1] if higher
+                                                      else points[i][1]))  # fmt: skip
+    front, best = [], None
+    for i in order:
+        score = points[i][1]
+        if best is None or (score > best if higher else score < best):
+            front.append(i)
+            best = score
+    return front
+
+
+def compute_figure(points: list[ComputePoint], metric: str, higher: bool) -> Figure | None:
+    """The rows' score against their training time and one step's FLOPs (log x), each
+    row a labelled point; the Pareto front (nothing cheaper scores better) joined and
+    marked. None when no row recorded a cost."""
+    axes_of = [(name, [(p.seconds if name == "time" else p.flops, p) for p in points])
+               for name in ("time", "flops")]  # fmt: skip
+    panels = [(name, [(x, p) for x, p in pairs if x is not None and x > 0])
+              for name, pairs in axes_of]  # fmt: skip
+    panels = [(name, pairs) for name, pairs in panels if pairs]
+    if not panels:
+        return None
+    with plt.rc_context({"font.size": FONT_SIZE}):
+        fig = Figure(figsize=(6.0 * len(panels), 4.4))
+        axes = fig.subplots(1, len(panels), squeeze=False)[0]
+        for ax, (name, pairs) in zip(axes, panels, strict=True):
+            xy = [(x, p.score) for x, p in pairs]
+            front = pareto_front(xy, higher)
+            ax.scatter([x for x, _ in xy], [y for _, y in xy], color="tab:blue", zorder=3)
+            for x, p in pairs:
+                ax.annotate(p.label, (x, p.score), textcoords="offset points", xytext=(4, 4),
+                            fontsize=FONT_SIZE - 2)  # fmt: skip
+            ax.plot([xy[i][0] for i in front], [xy[i][1] for i in front], color="tab:red",
+                    drawstyle="steps-post", label="Pareto front", zorder=2)  # fmt: skip
+            ax.scatter([xy[i][0] for i in front], [xy[i][1] for i in front], s=90,
+                       facecolors="none", edgecolors="tab:red", zorder=4)  # fmt: skip
+            ax.set_xscale("log")
+            low, high = min(x for x, _ in xy), max(x for x, _ in xy)
+            ax.set_xlim(low / 2, high * 4)  # room for the labels right of the points
+            ax.set_xlabel("training time (s)" if name == "time"
+                          else "FLOPs of one training step")  # fmt: skip
+            ax.set_ylabel(f"{metric.removeprefix('final/')} ({'higher' if higher else 'lower'} "
+                          "is better)")  # fmt: skip
+            ax.legend(fontsize=FONT_SIZE - 1)
+        fig.suptitle("score against compute (mean over seeds)", fontsize=FONT_SIZE + 1)
+        fig.tight_layout()
+    return fig
