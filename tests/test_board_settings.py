@@ -166,3 +166,62 @@ def test_table_41_references_declare_their_settings_and_match_only_runs_like_the
     defaults = plan_run("sparse_maml", benchmark, device="cpu").flat_params()
     assert {"method.inner_steps", "protocol.iterations"} <= set(
         rows["sparse_maml"].differences(defaults))  # fmt: skip
+
+
+def test_the_protocol_linter_flags_rows_in_one_line_each_and_can_refuse_them(store, capsys):
+    """Few test episodes on a few-shot benchmark (below its declared 600), a cross-domain
+    test on a set sharing the training set's source, runs of one row that read different
+    data, a protocol that selects on test data, a reference declaring no settings: each one
+    line naming the row, on stderr; --refuse-flagged takes the flagged rows out of the
+    ranking."""
+    from benchmarks.catalog.references import ReferenceRow
+    from benchmarks.planning.lint import DATA_DIGEST_TAG, SELECTED_ON_TAG
+    from benchmarks.results.leaderboards import LeaderboardRow
+    from benchmarks.results.linter import row_findings
+    from benchmarks.store.tracking import MlflowTracker
+
+    bench = "omniglot-5w1s"
+    fake_run(store, "maml", 0, {"final/test_accuracy": 0.9}, benchmark=bench)
+    few = fake_run(store, "fomaml", 0, {"final/test_accuracy": 0.95}, benchmark=bench,
+                   test_tasks="100")  # fmt: skip
+    client = MlflowTracker(store).client
+    for seed, digest in ((0, "aaaa"), (1, "bbbb")):
+        run = fake_run(store, "anil", seed, {"final/test_accuracy": 0.8}, benchmark=bench)
+        client.set_tag(run, DATA_DIGEST_TAG, digest)
+    capsys.readouterr()
+    assert main(["leaderboard", "--benchmark", bench, "--tracking-uri", store]) == 0
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert any(line.startswith(f"flagged: {bench} fomaml (") and "100 test episodes, fewer "
+               f"than the 600 {bench} declares" in line for line in lines)  # fmt: skip
+    assert any(f"{bench} anil (" in line and "read different data (2 different" in line
+               for line in lines)  # fmt: skip
+    assert not any(" maml (" in line for line in lines)
+    board = leaderboard_json(store, capsys, "--benchmark", bench, "--refuse-flagged")
+    ranked = {r["method"] for r in board["rows"] if r["status"] == "ranked"}
+    assert ranked == {"maml"}
+    flagged = {r["method"]: r["flagged"] for r in board["rows"] if r["status"] == "flagged"}
+    assert set(flagged) == {"anil"} and len(flagged["anil"]) == 1
+    # (fewer test episodes is another protocol setting too: listed apart, flagged there)
+    (few_row,) = [r for r in board["rows"] if r["method"] == "fomaml"]
+    assert few_row["status"] == "other settings" and len(few_row["flagged"]) == 1
+    assert client.get_run(few).data.tags[SELECTED_ON_TAG].startswith("meta-validation")
+    # Cross-domain on one source, and a protocol that says it selects on test data.
+    from benchmarks.catalog.installed import benchmark_spec
+    from benchmarks.planning.lint import plan_findings
+    from benchmarks.planning.plan import plan_run
+
+    plan = plan_run("maml", "miniimagenet-5w1s", 0, {"test_dataset": "tiered_imagenet"},
+                    device="cpu")  # fmt: skip
+    (finding,) = plan_findings(plan, benchmark_spec("miniimagenet-5w1s"))
+    assert "meta-tested on tiered_imagenet after training on miniimagenet" in finding
+    cub = plan_run("maml", "miniimagenet-5w1s", 0, {"test_dataset": "cub"}, device="cpu")
+    assert plan_findings(cub, benchmark_spec("miniimagenet-5w1s")) == []
+    from benchmarks.store.reader import open_reader
+
+    run = open_reader(store).run(few)
+    run.tags[SELECTED_ON_TAG] = "test split"
+    row = LeaderboardRow("fomaml", [run])
+    assert any("model selected on test data (test split)" in f for f in row_findings(row))
+    bare = LeaderboardRow("x", [], reference=ReferenceRow("x", "someone 2020", {"final/a": 1}))
+    assert row_findings(bare) == ["reference someone 2020: declares none of the settings it "
+                                  "was measured under"]  # fmt: skip

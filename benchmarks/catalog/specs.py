@@ -44,6 +44,9 @@ class BenchmarkSpec:
     #: Numbers to show beside the runs (``ReferenceRow``: method, source, metrics, the
     #: settings they were measured under, published or derived).
     references: tuple[Any, ...] = ()
+    #: The fewest test episodes a result on this benchmark may rest on (None: no minimum).
+    #: A run below it is flagged when it starts and on every board (not refused).
+    min_test_tasks: int | None = None
     #: The plugin API version a plugin benchmark was written for (``benchmarks.plugin_api``);
     #: the registry refuses a plugin spec without it. Built-ins need none.
     api_version: int | None = None
@@ -259,6 +262,12 @@ def _sparse_maml_preset(shots: int) -> dict[str, str]:
     }
 
 
+#: Few-shot image results rest on at least 600 test episodes: the field's convention (Ravi &
+#: Larochelle 2017, Finn et al. 2017), below which a 95% interval is wider than the gaps
+#: papers report.
+FEW_SHOT_MIN_TEST_TASKS = 600
+
+
 for _ways in (5, 20):
     for _shots in (1, 5):
         _m = _OMNIGLOT_MAML[_ways]
@@ -289,6 +298,7 @@ for _ways in (5, 20):
                 },
                 reference="Finn et al. 2017 (Omniglot: background/evaluation alphabets here; "
                 "--set omniglot_split=maml --set rotations=true for the MAML split)",
+                min_test_tasks=FEW_SHOT_MIN_TEST_TASKS,
             )
         )
 
@@ -323,6 +333,7 @@ for _shots, _batch in ((1, 4), (5, 2)):
             presets={"paper-32ch": {"channels": "32"}, "sparse-maml": _sparse_maml_preset(_shots)},
             reference="Finn et al. 2017: 48.70 / 63.11 (1 / 5-shot, 32 channels); sparse-MAML "
             "50.35 / 67.03 (Conv-4)",
+            min_test_tasks=FEW_SHOT_MIN_TEST_TASKS,
         )
     )
 
@@ -348,6 +359,7 @@ for _dataset, (_title, _source) in _FEWSHOT_SETS.items():
                 protocol=_natural_image_episodes(_batch),
                 method_defaults=dict(_NATURAL_IMAGE_DEFAULTS),
                 reference=_source,
+                min_test_tasks=FEW_SHOT_MIN_TEST_TASKS,
             )
         )
 

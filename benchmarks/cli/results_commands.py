@@ -50,6 +50,11 @@ def add_commands(sub) -> None:
     )
     board.add_argument("--no-references", action="store_true", help="hide published rows")
     board.add_argument(
+        "--refuse-flagged",
+        action="store_true",
+        help="list rows the protocol linter flags apart instead of ranking them",
+    )
+    board.add_argument(
         "--baseline",
         default=None,
         metavar="METHOD[@CONFIG]",
@@ -170,6 +175,15 @@ def cmd_leaderboard(args, console: Console) -> int:
         references=not args.no_references,
         baseline=args.baseline,
     )
+    from benchmarks.results.linter import finding_lines, refuse_flagged
+
+    for board in boards:
+        # The protocol linter: one line per finding on stderr (a CSV or JSON on stdout stays
+        # clean); with --refuse-flagged the rows leave the ranking too.
+        for line in finding_lines(board):
+            sys.stderr.write(line + "\n")
+        if args.refuse_flagged:
+            refuse_flagged(board)
     if args.format == "table" and args.output is None:
         for board in boards:
             print_table(console, as_rich(board), heading_columns=2)

@@ -198,6 +198,10 @@ class Protocol:
     headline: ClassVar[tuple[str, ...]] = ()
     #: The sparsity history's x axis (figure label) and the table it is written to.
     sparsity_axis: ClassVar[tuple[str, str]] = ("iteration", "sparsity_over_iterations.csv")
+    #: Which data it chooses the scored model on, as runs record it (the board's linter
+    #: flags a protocol that says "test"): "none" when it scores the weights training
+    #: ended with.
+    selects_on: ClassVar[str] = "none"
     #: Steps the progress bar counts before this protocol's own (online pre-training).
     progress_offset: int = 0
 

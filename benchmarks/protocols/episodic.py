@@ -60,6 +60,7 @@ class EpisodicProtocol(Protocol):
     """Drives an :class:`EpisodicMethod` through meta-training, meta-validation and meta-test."""
 
     name = "episodic"
+    selects_on = "meta-validation tasks (select_best)"
     Config = EpisodicConfig
     #: The final metrics this protocol logs: (pattern, direction, words).
     metrics = (

@@ -22,6 +22,7 @@ from rich.table import Table
 
 from benchmarks.catalog.references import REFERENCE_VERSION
 from benchmarks.results.leaderboards import Leaderboard, LeaderboardRow
+from benchmarks.results.linter import row_findings
 from benchmarks.results.multiple_tests import MOST_SEEDS
 from benchmarks.results.statistics import CONFIDENCE
 from mesabench_core import __version__
@@ -98,6 +99,8 @@ def row_cells(board: Leaderboard) -> list[dict[str, Any]]:
                 "seeds": [] if ref else row.seeds,
                 "stats": {m: _metric_cells(row, m) for m in board.columns},
                 "versus_baseline": _paired(row, board),
+                # The protocol linter's findings on this row (empty: none).
+                "flagged": row_findings(row),
                 "pooled": row.pooled,
                 "other_setting": {
                     k: {"this_row": mine, "ranked": ranked}

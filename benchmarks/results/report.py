@@ -19,6 +19,7 @@ from pathlib import Path
 
 from benchmarks.results.formats import as_html_table, standalone_page
 from benchmarks.results.leaderboards import Leaderboard
+from benchmarks.results.linter import finding_lines
 
 #: Per-run pictures shown beside the averaged curves (one per seed, labelled with it).
 PER_RUN_FIGURES = ("accuracy_matrix.png", "sparsity_by_depth.png")
@@ -127,6 +128,7 @@ def report_page(client, boards: list[Leaderboard], output: Path,
         sections.append(f'<section id="{html.escape(board.benchmark)}">')
         sections.append(f"<h2>{html.escape(board.benchmark)}</h2>")
         sections.append(as_html_table(board))
+        sections += [f'<p class="flagged">{html.escape(line)}</p>' for line in finding_lines(board)]
         sections.append(_compute(board, output))
         sections.append(_figures(client, board, output))
         sections.append("</section>")

@@ -408,6 +408,7 @@ class MlflowTracker:
         )
         from benchmarks.catalog.specs import BENCHMARKS
         from benchmarks.metrics.catalog import RECORDED_TAG, recorded
+        from benchmarks.planning.lint import LINT_TAG, SELECTED_ON_TAG, plan_findings
         from benchmarks.protocols import PROTOCOLS
         from mesabench_core import as_dict
 
@@ -434,6 +435,12 @@ class MlflowTracker:
             **heartbeat_tags(),
             **process_tags(),
         }
+        tags[SELECTED_ON_TAG] = PROTOCOLS[spec.protocol_name].selects_on
+        findings = plan_findings(plan, spec)
+        for finding in findings:  # said now, and kept with the run for every board
+            log.warning("%s: %s", plan.benchmark, finding)
+        if findings:
+            tags[LINT_TAG] = json.dumps(findings)
         if method_source != BUILTIN:  # a plugin: which code ran, not only its version
             tags["mesabench.method_code"] = code_digest(method_entry(plan.method_name).cls)
         tags.update(source_tags())
