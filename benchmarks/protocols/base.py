@@ -119,6 +119,9 @@ class RunState:
     sparsity_history: list[tuple[int, dict[str, float]]] = field(default_factory=list)
     #: The protocol's own progress (curves, accuracy matrix, best weights, ...).
     progress: dict[str, Any] = field(default_factory=dict)
+    #: FLOPs of the run's first training step (counted once, kept across a resume: a later
+    #: step may cost more, a replay buffer having filled).
+    step_flops: float | None = None
     _began: float | None = None
     _pauses: PauseWatch | None = field(default=None, repr=False, compare=False)
 
@@ -283,17 +286,17 @@ class Protocol:
         method.total_steps = self.total_steps()
         if checkpoint is None:
             self.begin(method, state)
+            state.step_flops = self.step_flops(method)
         else:
             self.restore(method, checkpoint, state)
-        step_flops = self.step_flops(method)
         state.start_clock()
         self.train(method, state)
         state.stop_clock()
         self.recorder.save_learner(method.state_dict(), "final")
         final_sparsity = method.sparsity()  # of the weights training ended with
         final = {"final/train_time_s": state.elapsed, **peak_memory(self.device)}
-        if step_flops is not None:
-            final["final/step_flops"] = step_flops
+        if state.step_flops is not None:
+            final["final/step_flops"] = state.step_flops
         final.update(self.finish(method, state))
         final["final/num_params"] = float(method.num_parameters())
         final.update(self.sparsity_metrics(method, final_sparsity, "final/sparsity/"))
@@ -378,6 +381,7 @@ class Protocol:
                 "method": copy.deepcopy(method.state_dict()),
                 "torch_rng": torch.get_rng_state(),
                 "sparsity_history": copy.deepcopy(state.sparsity_history),
+                "step_flops": state.step_flops,
                 # Copied, so that training on cannot change what was saved.
                 "progress": copy.deepcopy(state.progress),
             }
@@ -403,6 +407,7 @@ class Protocol:
         state.done, state.elapsed = checkpoint["done"], checkpoint["elapsed"]
         state.sparsity_history = checkpoint["sparsity_history"]
         state.progress = checkpoint["progress"]
+        state.step_flops = checkpoint.get("step_flops")  # absent in older checkpoints
 
     def _log_sparsity_figures(self, history, final: dict[str, float]) -> None:
         from benchmarks.protocols.figures import (
