@@ -182,9 +182,10 @@ _FEW_SHOT_BUDGET = {
     "cpu": {"omniglot_split": "maml", "rotations": "true", "iterations": "500",
             "meta_batch": "8", "channels": "32", "val_every": "250", "test_tasks": "200"},
 }  # fmt: skip
-#: Seconds of one sparse-MAML run at each preset (cpu measured 2026-11-26 on one thread;
-#: quick from the fixture-sized test run; paper: not measured, miniImageNet absent here).
-_FEW_SHOT_COST = {"quick": 15.0, "cpu": 200.0}
+#: Seconds of one sparse-MAML run at each preset: cpu measured 2026-11-26 on one thread
+#: beside three other jobs (694 s: an upper bound); quick from the fixture-sized test run;
+#: paper not measured (no miniImageNet here).
+_FEW_SHOT_COST = {"quick": 15.0, "cpu": 694.0}
 _FEW_SHOT_NOTE = (
     "The thesis measured miniImageNet 5-way 5-shot (the `paper` preset: sparse-MAML's "
     "settings, 35 inner steps at 0.25, 40k iterations); without miniImageNet on this machine "
