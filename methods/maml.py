@@ -51,7 +51,8 @@ class MAMLConfig:
     test_inner_steps: int = param(10, min=0, help="inner steps when predict() is not told")
     first_order: bool = False
     modulation_first_order: bool = param(
-        False, help="masks / rates get the first-order meta-gradient while the weights keep "
+        False, added="0.2",
+        help="masks / rates get the first-order meta-gradient while the weights keep "
         "the second order (thesis eq. 4.4); needs first_order false and a learned modulation")
     adapt: Literal["all", "head", "none"] = "all"
     modulation: str = param(
