@@ -6,7 +6,6 @@ started tracker run and closes that run FINISHED, FAILED or KILLED.
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any
 
 import torch
@@ -110,18 +109,11 @@ def record_data_files(tracker, files: list) -> None:
     and the run's datasets as MLflow inputs (the UI's dataset column)."""
     import json
 
-    from benchmarks.planning.lint import DATA_DIGEST_TAG
     from mesabench_datasets.data_root import file_digests
 
     digests = file_digests(files) if files else []
     if digests:
         tracker.log_text(json.dumps(digests, indent=2), DATA_FILES_PATH)
-        # One digest of their contents (not their paths: one file under two data roots is
-        # the same data) as a tag: a board finds runs of one row that read different data
-        # without opening every run's artifacts.
-        contents = "".join(sorted(str(d["sha256"]) for d in digests))
-        combined = hashlib.sha256(contents.encode()).hexdigest()
-        tracker.client.set_tag(tracker.run_id, DATA_DIGEST_TAG, combined[:16])
     tracker.log_datasets(digests)
 
 
