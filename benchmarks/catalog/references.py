@@ -66,7 +66,7 @@ def _continual(
 
 
 _TABLE_45 = "thesis tab. 4.5"
-#: Thesis table 4.5 (La-MAML's table 1 with sparse-La-MAML added): RA and BTI in percent,
+#: Thesis table 4.5 (La-MAML's rows, Gupta et al. 2020, and sparse-La-MAML's): RA and BTI in %,
 #: mean over 5 seeds, per stream and method. The leaderboard's reference rows and the
 #: ``thesis-4.5`` reproduce table both read it.
 THESIS_TABLE_45: dict[str, dict[str, tuple[float, float]]] = {
