@@ -12,6 +12,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from benchmarks.results.statistics import seed_stats
+
 #: The power a comparison should have (the conventional 80%), at the suite's 5% level.
 POWER, ALPHA = 0.8, 0.05
 #: Beyond this many seeds the answer is "more than" it: the difference is too small to chase.
@@ -38,14 +40,10 @@ def seeds_for_power(differences: Sequence[float], power: float = POWER,
     no difference); :data:`MOST_SEEDS` + 1 when more than that would be needed."""
     from scipy import stats
 
-    n = len(differences)
-    if n < 2:
-        return None
-    mean = math.fsum(differences) / n
-    std = math.sqrt(math.fsum((d - mean) ** 2 for d in differences) / (n - 1))
-    if std == 0.0 or mean == 0.0:
-        return None
-    effect = abs(mean) / std
+    summary = seed_stats(list(differences))
+    if summary.n < 2 or not summary.std or not summary.mean:
+        return None  # fewer than 2 pairs, no spread, or no difference
+    effect = abs(summary.mean) / summary.std
 
     def achieved(k: int) -> float:
         critical = stats.t.ppf(1.0 - alpha / 2, k - 1)
