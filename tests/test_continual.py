@@ -480,3 +480,21 @@ def test_a_run_records_one_steps_flops_counted_by_torch_and_its_peak_memory(stor
     status = Path("/proc/self/status").read_text()
     high_water_mib = int(status.split("VmHWM:")[1].split()[0]) / 1024
     assert before_mib - 1 <= metrics["final/peak_rss_mib"] <= high_water_mib + 1
+
+
+def test_a_run_started_by_a_big_process_reports_its_own_peak_memory_not_its_parents():
+    """Linux's getrusage carries the largest resident set across exec: a run launched by a
+    1.5 GiB process (pytest, a sweep's driver) must not report the parent's 1.5 GiB."""
+    import subprocess
+    import sys
+
+    child = ("import torch; from benchmarks.protocols.base import peak_memory; "
+             "print(peak_memory(torch.device('cpu'))['final/peak_rss_mib'])")
+    parent = ("import subprocess, sys; held = b'\\x01' * (1536 * 2**20); "
+              f"print(subprocess.run([sys.executable, '-c', {child!r}], check=True, "
+              "capture_output=True, text=True).stdout.strip())")
+    done = subprocess.run([sys.executable, "-c", parent], check=True, capture_output=True,
+                          text=True, cwd=Path(__file__).resolve().parents[1])
+    child_peak_mib = float(done.stdout.strip())
+    # torch's import alone is some hundreds of MiB; the parent held 1,536 MiB more.
+    assert 50 < child_peak_mib < 1024

@@ -35,6 +35,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
@@ -49,14 +50,26 @@ log = logging.getLogger("mesabench")
 
 def peak_memory(device: torch.device) -> dict[str, float]:
     """The peak memory of this process so far, in MiB: its resident set's high-water mark
-    (``getrusage``; torch, data and all, as ``top`` would show it), and on a CUDA device
-    what torch allocated there at most. A process that ran other runs before (the Python
-    API) reports their peak too."""
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    out = {"final/peak_rss_mib": rss / (2**20 if sys.platform == "darwin" else 2**10)}
+    (torch, data and all, as ``top`` would show it), and on a CUDA device what torch
+    allocated there at most. A process that ran other runs before (the Python API) reports
+    their peak too."""
+    out = {"final/peak_rss_mib": _resident_high_water_mib()}
     if device.type == "cuda":
         out["final/peak_gpu_mib"] = torch.cuda.max_memory_allocated(device) / 2**20
     return out
+
+
+def _resident_high_water_mib() -> float:
+    # Linux's getrusage keeps the largest resident set across exec, so a run started by a
+    # big process (pytest, a sweep's driver) would report its parent's peak; the kernel's
+    # VmHWM belongs to this process image alone. getrusage elsewhere (macOS: bytes).
+    status = Path("/proc/self/status")
+    if status.exists():
+        for line in status.read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 2**10
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return rss / (2**20 if sys.platform == "darwin" else 2**10)
 
 ProgressCallback = Callable[[int, dict[str, float]], None]
 
