@@ -29,38 +29,72 @@ def _t_interval(values):
     return mean, scipy_stats.t.ppf(0.975, n - 1) * std / math.sqrt(n)
 
 
-def test_a_mean_inside_the_band_is_reproduced():
-    line = judge(PAPER, {0: 1.01, 1: 0.99, 2: 1.015})
-    assert line.verdict == "reproduced"
-    mean, half = _t_interval([0.01, -0.01, 0.015])
+def _seeds_to_settle_by_scipy(mean, std, room, inside):
+    """The first n whose scipy t interval fits the room, counted one n at a time."""
+    for n in range(2, 100_000):
+        half = scipy_stats.t.ppf(0.975, n - 1) * std / math.sqrt(n)
+        if (half <= room) if inside else (half < room):
+            return n
+    return None
+
+
+def test_an_interval_wholly_inside_the_band_is_reproduced():
+    line = judge(PAPER, {0: 1.005, 1: 1.003, 2: 1.004})
+    assert line.verdict == "reproduced" and line.settle_seeds is None
+    mean, half = _t_interval([0.005, 0.003, 0.004])
     assert line.difference.mean == pytest.approx(mean, abs=1e-12)
     assert line.difference.ci95 == pytest.approx(half, rel=1e-6)
+    assert mean - half >= -0.02 and mean + half <= 0.02
 
 
-def test_outside_the_band_with_an_interval_reaching_it_is_within_noise():
+def test_a_mean_inside_the_band_with_an_interval_crossing_its_edge_is_inconclusive():
+    """Two one-sided tests: a mean inside the band is not enough, the interval must be."""
+    values = [0.01, -0.01, 0.015]
+    line = judge(PAPER, {0: 1.01, 1: 0.99, 2: 1.015})
+    mean, half = _t_interval(values)
+    assert -0.02 <= mean <= 0.02 and mean + half > 0.02  # inside, its interval crosses
+    assert line.verdict == "inconclusive"
+    std = line.difference.std
+    expected = _seeds_to_settle_by_scipy(mean, std, min(mean + 0.02, 0.02 - mean), True)
+    assert line.settle_seeds == expected and expected > 3
+    assert line.verdict_text() == f"inconclusive (~{expected} seeds would settle it)"
+
+
+def test_outside_the_band_with_an_interval_reaching_it_is_inconclusive():
     # mean difference 0.05 > 0.02, but with two seeds the t interval (t = 12.71) is wide
     line = judge(PAPER, {0: 1.0, 1: 1.1})
-    assert line.verdict == "within noise"
+    assert line.verdict == "inconclusive"
     mean, half = _t_interval([0.0, 0.1])
     assert mean - half <= 0.02 < mean
+    # To call it a miss the interval must clear 0.02: half-width under 0.03.
+    assert line.settle_seeds == _seeds_to_settle_by_scipy(mean, line.difference.std,
+                                                          mean - 0.02, False)  # fmt: skip
+    assert line.settle_seeds == 24
 
 
-def test_an_interval_wholly_outside_the_band_is_not_reproduced():
+def test_an_interval_wholly_outside_the_band_is_not_reproduced_and_one_seed_settles_nothing():
     assert judge(PAPER, {0: 1.10, 1: 1.11, 2: 1.09}).verdict == "not reproduced"
-    assert judge(PAPER, {0: 1.05}).verdict == "not reproduced"  # n = 1: no interval
-    assert judge(PAPER, {0: 1.019}).verdict == "reproduced"
+    for one_seed in ({0: 1.05}, {0: 1.019}):  # n = 1: no interval, either side of the band
+        line = judge(PAPER, one_seed)
+        assert line.verdict == "inconclusive" and line.settle_seeds is None
+        assert line.verdict_text() == "inconclusive (1 seed: no interval)"
     assert judge(PAPER, {}).verdict == "not run"
+    # A mean on the band's edge: no number of seeds puts the interval on either side.
+    edge = judge(PAPER, {0: 1.01, 1: 1.03})
+    assert edge.verdict == "inconclusive" and edge.settle_seeds is None
 
 
 def test_one_sided_bands():
     floor = Claim("acc", "b", "m", "final/test_accuracy", target=0.987, check="at_least",
                   tolerance=0.007)  # fmt: skip
-    assert judge(floor, {0: 0.9801}).verdict == "reproduced"  # 98.0 or better
-    assert judge(floor, {0: 0.9799}).verdict == "not reproduced"
-    assert judge(floor, {0: 0.999}).verdict == "reproduced"  # above the paper is fine
+    assert judge(floor, {0: 0.9806, 1: 0.9805, 2: 0.9807}).verdict == "reproduced"  # >= 98.0
+    assert judge(floor, {0: 0.9795, 1: 0.9794, 2: 0.9796}).verdict == "not reproduced"
+    assert judge(floor, {0: 0.999, 1: 0.998}).verdict == "reproduced"  # above is fine
     ceiling = Claim("loss", "b", "m", "final/test_loss", target=0.133, check="at_most")
-    assert judge(ceiling, {0: 0.111}).verdict == "reproduced"
-    assert judge(ceiling, {0: 0.1331}).verdict == "not reproduced"
+    assert judge(ceiling, {0: 0.111, 1: 0.112, 2: 0.110}).verdict == "reproduced"
+    assert judge(ceiling, {0: 0.1335, 1: 0.1336, 2: 0.1337}).verdict == "not reproduced"
+    # Only the band's one edge counts: a wide spread far on the open side is no doubt.
+    assert judge(ceiling, {0: 0.01, 1: 0.05, 2: 0.03}).verdict == "reproduced"
 
 
 def test_a_negative_tolerance_is_a_margin_a_relation_must_clear():
@@ -89,10 +123,11 @@ def test_a_relation_is_paired_over_the_seeds_both_lines_have():
     assert line.difference.n == 3
     assert line.difference.mean == pytest.approx(mean)
     assert line.difference.ci95 == pytest.approx(half, rel=1e-6)
-    assert line.verdict == "reproduced"
+    assert line.verdict == "inconclusive"  # the interval reaches below 0
+    assert judge(claim, {0: 1.02, 1: 2.03, 2: 3.02}, versus).verdict == "reproduced"
     # Unpaired, the seeds' spread (std 1.0) would swamp a consistent -0.05 shortfall;
     # paired, it is clear.
-    below = judge(claim, {0: 0.95, 1: 1.95, 2: 2.95}, versus)
+    below = judge(claim, {0: 0.95, 1: 1.94, 2: 2.95}, versus)
     assert below.verdict == "not reproduced"
     assert judge(claim, ours, {}).verdict == "not run"
     assert judge(Claim("basis", "b", "m", "final/x"), ours).verdict == "basis"
@@ -199,7 +234,7 @@ def test_lines_runs_only_the_chosen_lines_and_judges_the_rest_from_the_store(tmp
         if "mesabench.method" in r.data.tags
     ]
     assert methods == ["maml"]  # the published line needs maml's runs only
-    assert [x.verdict for x in outcome.lines] == ["basis", "not run", "not reproduced"]
+    assert [x.verdict for x in outcome.lines] == ["basis", "not run", "inconclusive"]
 
 
 def test_reproduce_command_line_errors_exit_2(capsys):

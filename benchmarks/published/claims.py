@@ -11,13 +11,17 @@ figure or section).
 
 The verdict of a line compares ``ours - target`` with the line's band, per seed and paired
 (a relation pairs the two lines' runs over the seeds both have; the same seed draws the
-same test tasks for every method of a benchmark):
+same test tasks for every method of a benchmark), by the 95% Student-t interval of the mean
+difference (two one-sided tests at 2.5% each, the equivalence test):
 
-- **reproduced**: the mean difference is inside the band;
-- **within noise**: it is not, but the 95% Student-t interval of the mean difference
-  reaches into the band (more seeds could settle it either way);
-- **not reproduced**: the whole interval lies outside the band (or n = 1 and the mean does),
-  or a run of the line diverged (its metric is not finite);
+- **reproduced**: the whole interval lies inside the band;
+- **not reproduced**: the whole interval lies outside it, or a run of the line diverged
+  (its metric is not finite);
+- **inconclusive**: the interval straddles an edge of the band, or there is no interval
+  (one seed). The line says how many seeds would settle it: the smallest n whose interval,
+  at the observed mean and standard deviation, would lie wholly inside or wholly outside
+  the band (a plug-in estimate, not a power calculation; none when the mean sits on the
+  edge or one seed gives no spread);
 - **not run**: no FINISHED run of the line (or of the line it is compared with).
 
 Presets set the budget: ``quick`` (minutes on a laptop, a smoke check: verdicts at this
@@ -34,14 +38,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
-from benchmarks.results.statistics import SeedStats, seed_stats
+from benchmarks.results.statistics import CONFIDENCE, SeedStats, seed_stats, t_quantile
 
 if TYPE_CHECKING:  # the figure's types only (published.figures imports no claims)
     from benchmarks.published.figures import TableFigure
 
 PRESETS = ("quick", "cpu", "paper")
 Check = Literal["within", "at_least", "at_most"]
-Verdict = Literal["reproduced", "within noise", "not reproduced", "not run", "basis"]
+Verdict = Literal["reproduced", "inconclusive", "not reproduced", "not run", "basis"]
 #: Where a target comes from: the paper's text or a table (``published``), read off one of
 #: its figures (``figure``), its public code or notebooks (``public code``), or computed by
 #: the suite (``derived``: a closed form or a simulation, named in ``cite``).
@@ -153,6 +157,18 @@ class Judged:
     target: float | None  # the line's number or the other line's mean
     difference: SeedStats  # of ours - target, paired per seed
     verdict: Verdict
+    #: For an inconclusive line: the seeds that would settle it (see the module's text).
+    settle_seeds: int | None = None
+
+    def verdict_text(self) -> str:
+        """The verdict as tables print it: an inconclusive line with its seeds to settle."""
+        if self.verdict != "inconclusive":
+            return self.verdict
+        if self.difference.n < 2:
+            return "inconclusive (1 seed: no interval)"
+        if self.settle_seeds is None:
+            return f"inconclusive (no n up to {MAX_SEEDS:,} settles it)"
+        return f"inconclusive (~{self.settle_seeds} seeds would settle it)"
 
 
 def band_limits(claim: Claim, target: float) -> tuple[float, float]:
@@ -187,15 +203,52 @@ def judge(
     if difference.n == 0 or difference.mean is None or target is None:
         return Judged(claim, stats, target, difference, "not run")
     low, high = band_limits(claim, target)
-    if low <= difference.mean <= high:
-        verdict: Verdict = "reproduced"
-    elif difference.ci95 is not None and (
-        difference.mean - difference.ci95 <= high and difference.mean + difference.ci95 >= low
-    ):
-        verdict = "within noise"
-    else:
-        verdict = "not reproduced"
-    return Judged(claim, stats, target, difference, verdict)
+    verdict = interval_verdict(difference, low, high)
+    settle = (seeds_to_settle(difference.mean, difference.std, low, high)
+              if verdict == "inconclusive" and difference.std is not None else None)  # fmt: skip
+    return Judged(claim, stats, target, difference, verdict, settle)
+
+
+def interval_verdict(difference: SeedStats, low: float, high: float) -> Verdict:
+    """Reproduced when the mean difference's 95% interval lies inside ``[low, high]``, not
+    reproduced when it lies wholly outside, inconclusive otherwise (and with one seed)."""
+    if difference.n < 2 or difference.ci95 is None or difference.mean is None:
+        return "inconclusive"
+    lower, upper = difference.mean - difference.ci95, difference.mean + difference.ci95
+    if low <= lower and upper <= high:
+        return "reproduced"
+    if upper < low or lower > high:
+        return "not reproduced"
+    return "inconclusive"
+
+
+#: Beyond this many seeds a line is reported as not settled by any feasible number.
+MAX_SEEDS = 10_000
+
+
+def seeds_to_settle(mean: float, std: float, low: float, high: float) -> int | None:
+    """The smallest n whose 95% Student-t half-width ``t(n-1) * std / sqrt(n)`` puts the
+    interval around ``mean`` wholly inside ``[low, high]`` (mean inside) or wholly outside
+    it (mean outside), the mean and std held at their observed values; None when no n up to
+    :data:`MAX_SEEDS` does (a mean on an edge never settles)."""
+    inside = low <= mean <= high
+    room = min(mean - low, high - mean) if inside else max(low - mean, mean - high)
+    if room <= 0:
+        return None
+    if std == 0:
+        return 2
+
+    def settles(n: int) -> bool:
+        half = t_quantile(0.5 + CONFIDENCE / 2, n - 1) * std / math.sqrt(n)
+        return half <= room if inside else half < room
+
+    if not settles(MAX_SEEDS):
+        return None
+    lo, hi = 2, MAX_SEEDS  # the half-width falls with n: the first n that settles, by bisection
+    while lo < hi:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if settles(mid) else (mid + 1, hi)
+    return lo
 
 
 def judge_table(table: Table, values: Mapping[str, Mapping[int, float]]) -> list[Judged]:

@@ -43,9 +43,9 @@ def table_sections(client, reader, tables: Sequence[Table], output: Path) -> lis
             continue
         head = "".join(f"<th>{html.escape(h)}</th>" for h in HEADERS)
         body = "".join(
-            f'<tr data-verdict="{html.escape(row[-1])}">'
+            f'<tr data-verdict="{html.escape(line.verdict)}">'
             + "".join(f"<td>{html.escape(cell)}</td>" for cell in row) + "</tr>"
-            for row in rows(outcome)
+            for line, row in zip(outcome.lines, rows(outcome), strict=True)
         )  # fmt: skip
         parts = [
             f'<section id="table-{html.escape(table.name)}">',

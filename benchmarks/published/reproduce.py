@@ -217,13 +217,13 @@ def rows(outcome: Outcome) -> list[tuple[str, ...]]:
     return [
         (line.claim.label, line.claim.method, line.claim.metric, target_text(line),
          line.claim.source_text(), ours_text(line), difference_text(line),
-         line.claim.band_text(), line.verdict)
+         line.claim.band_text(), line.verdict_text())
         for line in outcome.lines
     ]  # fmt: skip
 
 
 def verdict_counts(outcome: Outcome) -> str:
-    order = ("reproduced", "within noise", "not reproduced", "not run")
+    order = ("reproduced", "inconclusive", "not reproduced", "not run")
     counts = {v: sum(line.verdict == v for line in outcome.lines) for v in order}
     return ", ".join(f"{counts[v]} {v}" for v in order if counts[v])
 
