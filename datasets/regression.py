@@ -57,6 +57,27 @@ class SinusoidTasks:
         y = amp * torch.sin(x - phase)
         return TaskBatch(x[:, : c.shots], y[:, : c.shots], x[:, c.shots :], y[:, c.shots :])
 
+    def no_adaptation_loss(self) -> float:
+        """The expected query loss of the best predictor that sees no support points (the
+        prior's mean E[A] E_phase sin(x - phase)), derived by us: E_x[E[A^2] E_p sin^2(x - p)
+        - E[A]^2 (E_p sin(x - p))^2], the phase averages in closed form, the input average
+        by Gauss-Legendre quadrature (smooth integrands: exact to float64)."""
+        import numpy as np  # only here: sampling tasks needs torch alone
+
+        c = self.config
+        (a, b), (p0, p1), (x0, x1) = c.amplitude, c.phase, c.input_range
+        mean_a, mean_a2 = (a + b) / 2, (a * a + a * b + b * b) / 3
+        nodes, weights = np.polynomial.legendre.leggauss(256)
+        x = (x1 - x0) / 2 * nodes + (x1 + x0) / 2
+        w = weights / 2  # the average over U[x0, x1]
+        width = p1 - p0
+        if width > 0:
+            first = (np.cos(x - p1) - np.cos(x - p0)) / width
+            second = 0.5 - (np.sin(2 * (x - p0)) - np.sin(2 * (x - p1))) / (4 * width)
+        else:
+            first, second = np.sin(x - p0), np.sin(x - p0) ** 2
+        return float(np.sum(w * (mean_a2 * second - mean_a**2 * first**2)))
+
     def prepare(self) -> None:
         """Synthetic: nothing to load."""
 
@@ -180,6 +201,14 @@ class LinRegTasks:
         eta = n / (x_var * (n + d + kurtosis - 2))
         loss = 0.5 * c.outputs * d * s2 * (d + kurtosis - 2) / (n + d + kurtosis - 2)
         return eta, loss
+
+    def no_adaptation_loss(self) -> float:
+        """The expected query loss of the best predictor that sees no context: the teacher
+        is centred, so it predicts 0 and pays 0.5 (d E[x^2] teacher_scale^2 + noise^2) per
+        output (derived by us; E[x^2] is the raw second moment, 2 s^2 for the exponential)."""
+        c = self.config
+        second = c.input_range**2 / 3.0 * (2.0 if c.input_dist == "exponential" else 1.0)
+        return 0.5 * c.outputs * (c.dim * second * c.teacher_scale**2 + c.noise**2)
 
     def prepare(self) -> None:
         """Synthetic: nothing to load."""

@@ -47,6 +47,9 @@ class BenchmarkSpec:
     #: The fewest test episodes a result on this benchmark may rest on (None: no minimum).
     #: A run below it is flagged when it starts and on every board (not refused).
     min_test_tasks: int | None = None
+    #: Reference points of an aggregate across benchmarks (``catalog.anchors.ScoreAnchors``);
+    #: None: the task family's own (regression, few-shot classification), if it has them.
+    score_anchors: Any = None
     #: The plugin API version a plugin benchmark was written for (``benchmarks.plugin_api``);
     #: the registry refuses a plugin spec without it. Built-ins need none.
     api_version: int | None = None

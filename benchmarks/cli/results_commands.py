@@ -62,9 +62,20 @@ def add_commands(sub) -> None:
         "the others; @CONFIG: the row whose config hash starts so), paired over shared seeds",
     )
 
+    board.add_argument(
+        "--aggregate", default=None, metavar="B1,B2,...",
+        help="one board across these benchmarks: scores normalised by each benchmark's "
+        "anchors, IQM and mean with stratified-bootstrap 95%% CIs, the probability of "
+        "improvement of each method over each other (formats: table, markdown, json)",
+    )  # fmt: skip
+
     report = sub.add_parser("report", help="write a static HTML report (tables and figures)")
     _selection(report)
     report.add_argument("--output", required=True, help="folder for index.html")
+    report.add_argument(
+        "--aggregate", default=None, metavar="B1,B2,...",
+        help="add the aggregate across these benchmarks (tables and its figure)",
+    )
     report.add_argument(
         "--tables", default=None, metavar="NAMES",
         help="published tables to include with their figures: a comma list or 'all' "
@@ -158,10 +169,74 @@ def _writable(output: str, kind: str) -> Path:
     return path
 
 
+def _aggregate_names(args) -> list[str]:
+    """The benchmarks ``--aggregate`` names (two or more, each installed)."""
+    from benchmarks.catalog.installed import benchmark_spec
+
+    if args.benchmark is not None or args.all:
+        raise ResultsUsageError("--aggregate names its benchmarks; leave out --benchmark / --all")
+    names = list(dict.fromkeys(n.strip() for n in args.aggregate.split(",") if n.strip()))
+    if len(names) < 2:
+        raise ResultsUsageError("--aggregate needs two or more benchmarks, a comma list")
+    for name in names:
+        benchmark_spec(name)  # an unknown name is a usage error with suggestions
+    return names
+
+
+def _aggregate(args, reader):
+    from benchmarks.results.aggregate import aggregate_from_store
+
+    result, anchors = aggregate_from_store(reader, _aggregate_names(args), _filter(args))
+    if not result.methods:
+        raise ResultsUsageError(
+            f"--aggregate: no method has finished runs on all of {args.aggregate}")
+    return result, anchors
+
+
+def cmd_aggregate(args, console: Console) -> int:
+    import json
+
+    from benchmarks.results import aggregate as agg
+    from benchmarks.store.reader import open_reader
+
+    if args.format not in ("table", "markdown", "json"):
+        raise ResultsUsageError(
+            f"--format {args.format} with --aggregate: allowed table, markdown, json")
+    output = None if args.output is None else _writable(args.output, "file")
+    result, anchors = _aggregate(args, open_reader(args.tracking_uri))
+    if args.format == "table" and output is None:
+        for title, (headers, rows) in (("aggregate", agg.summary_rows(result)),
+                                       ("probability of improvement",
+                                        agg.improvement_rows(result))):  # fmt: skip
+            table = Table(title=f"{title} over {', '.join(result.benchmarks)}")
+            for header in headers:
+                table.add_column(header)
+            for row in rows:
+                table.add_row(*row)
+            print_table(console, table, heading_columns=1)
+        for line in agg.notes(result, anchors):
+            console.print(line, highlight=False)
+        return 0
+    if args.format == "json":
+        from benchmarks.results.formats import strict_json
+
+        text = json.dumps(strict_json(agg.as_json_data(result, anchors)), indent=2) + "\n"
+    else:
+        text = agg.as_markdown(result, anchors)
+    if output is None:
+        sys.stdout.write(text)
+    else:
+        output.write_text(text, encoding="utf-8")
+        console.print(f"wrote {args.output}")
+    return 0
+
+
 def cmd_leaderboard(args, console: Console) -> int:
     from benchmarks.results.formats import as_rich, render
     from benchmarks.store.reader import open_reader
 
+    if args.aggregate is not None:
+        return cmd_aggregate(args, console)
     group_by = tuple(k.strip() for k in args.group_by.split(",") if k.strip())
     if not group_by:
         raise ResultsUsageError("--group-by needs at least one key")
@@ -215,12 +290,24 @@ def cmd_report(args, console: Console) -> int:
     tables = _report_tables(args)
     client = open_for_reading(args.tracking_uri)  # a read-only store is read as it is
     reader = open_reader(args.tracking_uri, client)
-    boards = _boards(args, reader)
+    aggregated = None
+    if args.aggregate is not None:
+        from benchmarks.results.leaderboards import leaderboard_from_store
+
+        aggregated = _aggregate(args, reader)  # then each benchmark's own board
+        boards = [leaderboard_from_store(reader, name, run_filter=_filter(args))
+                  for name in aggregated[0].benchmarks]  # fmt: skip
+    else:
+        boards = _boards(args, reader)
     extra = []
+    if aggregated is not None:
+        from benchmarks.results.report import aggregate_section
+
+        extra.append(aggregate_section(*aggregated, output))
     if tables:
         from benchmarks.published.report_sections import table_sections
 
-        extra = table_sections(client, reader, tables, output)
+        extra += table_sections(client, reader, tables, output)
     path = write_report(client, boards, output, extra)
     console.print(f"report: {path.resolve()} ({len(boards)} benchmark(s), {len(extra)} "
                   "published table(s))")  # fmt: skip

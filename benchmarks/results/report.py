@@ -121,6 +121,40 @@ def _compute(board: Leaderboard, output: Path) -> str:
             "cheaper beats.</figcaption></figure>")
 
 
+def aggregate_section(result, anchors: dict[str, str], output: Path) -> str:
+    """The aggregate across benchmarks: its two tables, notes and figure (PNG and JSON
+    written under ``figures/``)."""
+    import json
+
+    from benchmarks.results import aggregate as agg
+    from benchmarks.results.formats import strict_json
+
+    parts = ['<section id="aggregate">',
+             f"<h2>aggregate over {html.escape(', '.join(result.benchmarks))}</h2>"]  # fmt: skip
+    for headers, rows in (agg.summary_rows(result), agg.improvement_rows(result)):
+        head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
+        body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>"
+                       for row in rows)  # fmt: skip
+        parts.append(f'<table class="leaderboard"><thead><tr>{head}</tr></thead>'
+                     f"<tbody>{body}</tbody></table>")  # fmt: skip
+    parts += [f"<p>{html.escape(line)}</p>" for line in agg.notes(result, anchors)]
+    fig = agg.figure(result)
+    if fig is not None:
+        (output / "figures").mkdir(parents=True, exist_ok=True)
+        fig.savefig(output / "figures" / "aggregate.png", dpi=100)
+        (output / "figures" / "aggregate.json").write_text(
+            json.dumps(strict_json(agg.as_json_data(result, anchors)), indent=2))
+        buffer = io.BytesIO()
+        fig.savefig(buffer, format="png", dpi=100)
+        label = "aggregate across benchmarks"
+        parts.append(f"<figure>{_image(buffer.getvalue(), label)}<figcaption>IQM and mean of "
+                     "the normalised scores with 95% stratified-bootstrap intervals (left); "
+                     "the fraction of runs above each score tau, with bootstrap bands "
+                     "(right). Data: figures/aggregate.json.</figcaption></figure>")
+    parts.append("</section>")
+    return "".join(parts)
+
+
 def report_page(client, boards: list[Leaderboard], output: Path,
                 extra: Sequence[str] = ()) -> str:  # fmt: skip
     sections = []

@@ -1,0 +1,202 @@
+"""Aggregates across benchmarks: each statistic against scipy, a count by hand or a
+simulation, and ``leaderboard --aggregate`` end to end on a real store."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from benchmarks.results import aggregate as agg
+
+TWO = {"a": np.array([0.1, 0.4, 0.2, 0.9]), "b": np.array([0.5, 0.7, 0.3])}
+
+
+def test_iqm_and_mean_pool_every_run_of_every_benchmark():
+    pooled = sorted([0.1, 0.4, 0.2, 0.9, 0.5, 0.7, 0.3])  # 7 runs: trim_mean cuts 1 each end
+    assert agg.iqm(TWO) == pytest.approx(sum(pooled[1:-1]) / 5)
+    eight = {"x": np.arange(8) / 10}  # cuts 2 each end: the middle four
+    assert agg.iqm(eight) == pytest.approx((0.2 + 0.3 + 0.4 + 0.5) / 4)
+    assert agg.mean(TWO) == pytest.approx(sum(pooled) / 7)
+
+
+def test_probability_of_improvement_is_mann_whitney_u_over_n_m_averaged_over_benchmarks():
+    x = {"a": np.array([0.3, 0.5, 0.5, 0.9]), "b": np.array([0.2, 0.4, 0.6])}
+    y = {"a": np.array([0.5, 0.1, 0.4]), "b": np.array([0.4, 0.4, 0.1, 0.8])}
+    expected = np.mean([stats.mannwhitneyu(x[b], y[b]).statistic / (len(x[b]) * len(y[b]))
+                        for b in ("a", "b")])  # fmt: skip
+    assert agg.probability_of_improvement(x, y) == pytest.approx(expected)
+    # and by hand on "a": pairs won 0+1+1+1 + 0.5*0 ... counted one by one
+    wins = sum((u > v) + 0.5 * (u == v) for u in x["a"] for v in y["a"]) / 12
+    assert agg._pairwise_wins(x["a"], y["a"]) == pytest.approx(wins)
+    assert agg.probability_of_improvement(x, y) + agg.probability_of_improvement(y, x) == (
+        pytest.approx(1.0))  # fmt: skip
+
+
+def test_performance_profile_weighs_each_benchmark_the_same():
+    taus = (0.0, 0.35, 0.6)
+    # a: 4 runs above 0.0, 2 above 0.35 (0.4, 0.9), 1 above 0.6; b: 3, 2, 1 of 3 runs
+    expected = [(4 / 4 + 3 / 3) / 2, (2 / 4 + 2 / 3) / 2, (1 / 4 + 1 / 3) / 2]
+    assert agg.profile(TWO, taus) == pytest.approx(expected)
+
+
+def test_the_bootstrap_is_stratified_within_benchmarks():
+    """Two benchmarks whose seeds agree: resampling seeds within each cannot move the mean
+    (a bootstrap pooling the benchmarks' runs would)."""
+    constant = {"a": np.full(5, 0.2), "b": np.full(3, 0.8)}
+    low, high = agg.bootstrap_interval(agg.mean, constant, reps=500)
+    assert low == pytest.approx(0.2 * 5 / 8 + 0.8 * 3 / 8) and high == pytest.approx(low)
+
+
+def test_one_benchmarks_interval_is_scipys_percentile_bootstrap():
+    rng = np.random.default_rng(3)
+    values = rng.normal(0.5, 0.2, 12)
+    low, high = agg.bootstrap_interval(agg.mean, {"a": values}, reps=20_000)
+    theirs = stats.bootstrap((values,), np.mean, n_resamples=20_000, method="percentile",
+                             random_state=np.random.default_rng(4)).confidence_interval  # fmt: skip
+    # Two Monte Carlo estimates of the same percentiles: within a few thousandths.
+    assert low == pytest.approx(theirs.low, abs=0.006)
+    assert high == pytest.approx(theirs.high, abs=0.006)
+
+
+def test_the_same_scores_give_the_same_intervals_and_rliable_agrees_where_installed():
+    scores = {m: {b: np.random.default_rng(hash((m, b)) % 2**32).uniform(0, 1, 5)
+                  for b in ("a", "b", "c")} for m in ("p", "q")}  # fmt: skip
+    first = agg.aggregate(scores, ["a", "b", "c"], reps=300)
+    again = agg.aggregate(scores, ["a", "b", "c"], reps=300)
+    assert [m.iqm for m in first.methods] == [m.iqm for m in again.methods]
+    assert first.improvement == again.improvement
+    rly = pytest.importorskip("rliable.metrics")  # rliable pins arch < 8: not a dependency
+    matrix = np.stack([scores["p"][b] for b in ("a", "b", "c")], axis=1)  # runs x tasks
+    other = np.stack([scores["q"][b] for b in ("a", "b", "c")], axis=1)
+    assert first.methods[0].iqm.value == pytest.approx(rly.aggregate_iqm(matrix))
+    assert first.methods[0].mean.value == pytest.approx(rly.aggregate_mean(matrix))
+    assert first.improvement["p", "q"].value == pytest.approx(
+        rly.probability_of_improvement(matrix, other))  # fmt: skip
+
+
+def test_methods_missing_a_benchmark_are_left_out_and_named():
+    scores = {"p": {"a": np.array([0.2, 0.3]), "b": np.array([0.5, 0.6])},
+              "q": {"a": np.array([0.4, 0.1])}}  # fmt: skip
+    result = agg.aggregate(scores, ["a", "b"], reps=50)
+    assert [m.method for m in result.methods] == ["p"]
+    assert result.missing == {"q": ["b"]}
+
+
+def test_no_adaptation_losses_match_a_simulation():
+    """The regression anchors against Monte Carlo: the variance of y given x, averaged over
+    x (the loss of the best predictor that sees no support points)."""
+    import torch
+
+    from mesabench_datasets.regression import LinRegConfig, SinusoidConfig
+
+    g = np.random.default_rng(0)
+    sinusoid = SinusoidConfig(amplitude=(0.5, 3.0), phase=(0.2, 2.0), input_range=(-4.0, 3.0))
+    x = (np.arange(1000)[:, None] + 0.5) / 1000 * 7.0 - 4.0  # the midpoints of 1,000 bins
+    y = g.uniform(0.5, 3.0, (1000, 4000)) * np.sin(x - g.uniform(0.2, 2.0, (1000, 4000)))
+    assert sinusoid.build().no_adaptation_loss() == pytest.approx(y.var(axis=1).mean(), rel=0.01)
+    default = SinusoidConfig().build().no_adaptation_loss()
+    # by hand: E[A^2]/2 - E[A]^2 (2/pi)^2 E[cos^2 x] on U(-5, 5)
+    by_hand = 8.50333333 / 2 - 2.55**2 * (4 / math.pi**2) * (0.5 + math.sin(10) / 20)
+    assert default == pytest.approx(by_hand, rel=1e-6)
+    for config in (LinRegConfig(noise=0.5, outputs=2),
+                   LinRegConfig(input_dist="exponential", dim=4, teacher_scale=0.7)):
+        batch = config.build().sample(200_000, torch.Generator().manual_seed(1), "test")
+        simulated = 0.5 * (batch.query_y.double() ** 2).sum(-1).mean().item()
+        assert config.build().no_adaptation_loss() == pytest.approx(simulated, rel=0.01)
+
+
+def test_anchors_of_the_built_in_families():
+    from benchmarks.catalog.anchors import anchors_for
+
+    omniglot = anchors_for("omniglot-20w1s")
+    assert (omniglot.metric, omniglot.zero, omniglot.one) == ("final/test_accuracy", 0.05, 1.0)
+    assert omniglot.normalise(0.525) == pytest.approx(0.5)
+    linreg = anchors_for("linreg-icl")
+    assert linreg.zero == pytest.approx(0.5 * 10 / 3) and linreg.one == 0.0
+    assert linreg.normalise(0.825) == pytest.approx(1 - 0.825 / (5 / 3))
+    assert anchors_for("mnist-rotations") is None
+
+
+def _store_with_runs(tmp_path):
+    from tests.helpers import fake_run
+
+    store = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    losses = {("maml", "sinusoid-5shot"): [0.3, 0.5, 0.4],
+              ("fomaml", "sinusoid-5shot"): [0.6, 0.7, 0.9],
+              ("maml", "linreg-icl"): [0.8, 0.9, 1.0],
+              ("fomaml", "linreg-icl"): [0.85, 0.95, 1.1],
+              ("anil", "sinusoid-5shot"): [0.2, 0.25, 0.3]}  # fmt: skip
+    for (method, benchmark), values in losses.items():
+        for seed, loss in enumerate(values):
+            fake_run(store, method, seed, {"final/test_loss": loss}, benchmark=benchmark)
+    # at other task settings: left out of the aggregate (its anchors do not hold there)
+    fake_run(store, "maml", 3, {"final/test_loss": 0.0}, benchmark="linreg-icl",
+             **{"task.input_range": "0.5"})  # fmt: skip
+    return store, losses
+
+
+def test_leaderboard_aggregate_end_to_end_on_a_store(tmp_path, capsys):
+    from benchmarks.cli.main import main
+
+    store, losses = _store_with_runs(tmp_path)
+    capsys.readouterr()
+    assert main(["leaderboard", "--aggregate", "sinusoid-5shot,linreg-icl", "--format", "json",
+                 "--tracking-uri", store]) == 0  # fmt: skip
+    data = json.loads(capsys.readouterr().out)
+    zero = {"sinusoid-5shot": 3.0056693555757548, "linreg-icl": 5 / 3}
+    normalised = {m: {b: np.array([1 - v / zero[b] for v in losses[m, b]]) for b in zero}
+                  for m in ("maml", "fomaml")}  # fmt: skip
+    rows = {m["method"]: m for m in data["methods"]}
+    assert set(rows) == {"maml", "fomaml"} and data["left_out"] == {"anil": ["linreg-icl"]}
+    for method in rows:
+        pooled = np.concatenate(list(normalised[method].values()))
+        assert rows[method]["iqm"]["value"] == pytest.approx(stats.trim_mean(pooled, 0.25))
+        assert rows[method]["runs"] == {"sinusoid-5shot": 3, "linreg-icl": 3}
+        assert rows[method]["iqm"]["ci95_low"] <= rows[method]["iqm"]["value"]
+    poi = {(p["x"], p["y"]): p["value"] for p in data["probability_of_improvement"]}
+    expected = np.mean([stats.mannwhitneyu(normalised["maml"][b], normalised["fomaml"][b])
+                        .statistic / 9 for b in zero])  # fmt: skip
+    assert poi["maml", "fomaml"] == pytest.approx(expected)
+    # markdown names the interval and the anchors
+    assert main(["leaderboard", "--aggregate", "sinusoid-5shot,linreg-icl", "--format",
+                 "markdown", "--tracking-uri", store]) == 0  # fmt: skip
+    text = capsys.readouterr().out
+    assert "IQM [95% CI, stratified bootstrap]" in text and "0 = 1.66667" in text
+
+
+def test_aggregate_bad_input_is_one_line_and_exit_2(tmp_path, capsys):
+    from benchmarks.cli.main import main
+
+    store = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    cases = [
+        (["--aggregate", "sinusoid-5shot"], "two or more benchmarks"),
+        (["--aggregate", "sinusoid-5shot,mnist-rotations"], "mnist-rotations declares no score"),
+        (["--aggregate", "sinusoid-5shot,linreg-icl", "--format", "csv"], "allowed table"),
+        (["--aggregate", "sinusoid-5shot,linreg-icl", "--all"], "leave out --benchmark"),
+        (["--aggregate", "sinusoid-5shot,no-such"], "unknown benchmark 'no-such'"),
+        (["--aggregate", "sinusoid-5shot,linreg-icl"], "no method has finished runs"),
+    ]
+    for extra, said in cases:
+        capsys.readouterr()
+        assert main(["leaderboard", *extra, "--tracking-uri", store]) == 2, extra
+        err = capsys.readouterr().err.strip()
+        assert said in err and len(err.splitlines()) == 1, (extra, err)
+
+
+def test_report_draws_the_aggregate(tmp_path):
+    from benchmarks.cli.main import main
+
+    store, _ = _store_with_runs(tmp_path)
+    out = tmp_path / "report"
+    assert main(["report", "--aggregate", "sinusoid-5shot,linreg-icl", "--output", str(out),
+                 "--tracking-uri", store]) == 0  # fmt: skip
+    page = (out / "index.html").read_text()
+    assert 'id="aggregate"' in page and "performance profiles" not in page  # figure is a PNG
+    assert (out / "figures" / "aggregate.png").stat().st_size > 10_000
+    data = json.loads((out / "figures" / "aggregate.json").read_text())
+    assert [m["method"] for m in data["methods"]] == ["fomaml", "maml"]
+    assert 'id="sinusoid-5shot"' in page and 'id="linreg-icl"' in page
