@@ -23,11 +23,15 @@ from mesabench_datasets.tasks import Problem, TaskBatch, TaskSource, seeded_gene
 from methods.api import (
     SHARED_SETTINGS,
     ArtifactLog,
+    Choice,
     ContinualMethod,
     EpisodicMethod,
+    FloatRange,
     IncompatibleSetting,
+    IntRange,
     Method,
     OnlineMethod,
+    Space,
 )
 from methods.inner_loop import InnerLoop
 from methods.losses import per_task_accuracy, per_task_loss, task_loss
@@ -41,6 +45,7 @@ __all__ = [
     "SHARED_SETTINGS",
     "ArtifactLog",
     "BenchmarkSpec",
+    "Choice",
     "ConfigError",
     "ContinualConfig",
     "ContinualMethod",
@@ -49,9 +54,11 @@ __all__ = [
     "EpisodicConfig",
     "EpisodicMethod",
     "FixedRate",
+    "FloatRange",
     "GradientModulation",
     "IncompatibleSetting",
     "InnerLoop",
+    "IntRange",
     "LearnedRates",
     "Method",
     "MethodEntry",
@@ -61,6 +68,7 @@ __all__ = [
     "Problem",
     "ReferenceRow",
     "ReservoirBuffer",
+    "Space",
     "TaskBatch",
     "TaskSource",
     "build_network",

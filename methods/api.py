@@ -49,6 +49,35 @@ SHARED_SETTINGS: dict[str, str] = {
 }
 
 
+@dataclass(frozen=True)
+class FloatRange:
+    """A real setting to tune between ``low`` and ``high`` (on a log scale if ``log``)."""
+
+    low: float
+    high: float
+    log: bool = False
+
+
+@dataclass(frozen=True)
+class IntRange:
+    """An integer setting to tune between ``low`` and ``high``, both included."""
+
+    low: int
+    high: int
+    log: bool = False
+
+
+@dataclass(frozen=True)
+class Choice:
+    """A setting to tune among ``values``."""
+
+    values: tuple[Any, ...]
+
+
+#: What ``tune`` may search for one config field.
+Space = FloatRange | IntRange | Choice
+
+
 class Method(ABC):
     """A learner that learns to learn.
 
@@ -72,6 +101,12 @@ class Method(ABC):
     #: the stream; online: stream steps), set by the protocol before the first training
     #: call, e.g. for learning-rate schedules. 0 until then.
     total_steps: int = 0
+
+    @classmethod
+    def search_space(cls, config: Any) -> dict[str, Space]:
+        """The config fields ``tune`` searches for this method (field name -> space), given
+        the configuration it would otherwise run; empty: the method is not tunable."""
+        return {}
 
     def __init__(self, config: Any, problem: Problem, device: torch.device):
         self.config = config

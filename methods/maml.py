@@ -15,7 +15,7 @@ from torch import Tensor
 
 from mesabench_core import ConfigError, param
 from mesabench_datasets.tasks import Problem, TaskBatch
-from methods.api import SHARED_SETTINGS, EpisodicMethod
+from methods.api import SHARED_SETTINGS, EpisodicMethod, FloatRange, Space
 from methods.inner_loop import InnerLoop
 from methods.modulation import (
     ModulationSettings,
@@ -108,6 +108,16 @@ class GradientMetaLearner(EpisodicMethod):
     @classmethod
     def check_config(cls, config: MAMLConfig, problem: Problem) -> None:
         check_network_setting(config.network, problem)
+
+    @classmethod
+    def search_space(cls, config: MAMLConfig) -> dict[str, Space]:
+        # Ranges around the published settings (inner 0.01-0.4, outer 1e-3): a decade and
+        # more either side, log-uniform; the modulation's own rate where it learns one.
+        space: dict[str, Space] = {"inner_lr": FloatRange(1e-3, 1.0, log=True),
+                                   "outer_lr": FloatRange(1e-4, 1e-2, log=True)}  # fmt: skip
+        if config.modulation != "fixed":
+            space["modulation_lr"] = FloatRange(1e-4, 1e-1, log=True)
+        return space
 
     def __init__(self, config: MAMLConfig, problem: Problem, device: torch.device):
         super().__init__(config, problem, device)

@@ -103,14 +103,15 @@ def fake_run(
     status: str = "FINISHED",
     benchmark: str = "sinusoid-5shot",
     version: str | None = None,
+    tuning: str | None = None,
     **overrides: str,
 ) -> str:
     """A run recorded exactly as the runner records one, with the given final metrics (and
-    another suite ``version`` if given)."""
+    another suite ``version``, or a ``tune`` role, if given)."""
     from benchmarks.planning.plan import plan_run
     from benchmarks.store.tracking import MlflowTracker
 
-    plan = plan_run(method, benchmark, seed, overrides, device="cpu")
+    plan = plan_run(method, benchmark, seed, overrides, device="cpu", tuning=tuning)
     tracker = MlflowTracker(store)
     run_id = tracker.start(plan, "built-in")
     if version is not None:

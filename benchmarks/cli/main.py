@@ -73,6 +73,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--data-root", default=None, help="folder with real datasets (else $MESABENCH_DATA)"
     )
     run.add_argument("--parent", default=None, metavar="RUN_ID", help="a sweep's parent run")
+    # A tune cell's role (JSON), set by ``tune`` only: not a user's setting.
+    run.add_argument("--tuning", default=None, help=argparse.SUPPRESS)
     run.add_argument(
         "--system-metrics",
         action="store_true",
@@ -138,6 +140,31 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument(
         "--data-root", default=None, help="folder with real datasets, given to every cell"
     )
+
+    tune = sub.add_parser(
+        "tune", help="every method the same number of trials, selected on validation, then "
+        "run over the final seeds",
+    )  # fmt: skip
+    tune.add_argument("--benchmark", required=True)
+    tune.add_argument("--methods", required=True, help="comma list of methods")
+    tune.add_argument("--trials", type=int, required=True, help="trials per method")
+    tune.add_argument("--seeds", default="0-2", help="the selected configuration's seeds "
+                      "(default 0-2)")  # fmt: skip
+    tune.add_argument("--tune-seeds", default="100", help="the trials' seeds, apart from "
+                      "--seeds (default 100)")  # fmt: skip
+    tune.add_argument("--select", default=None, metavar="METRIC",
+                      help="validation metric to select on (default val/accuracy, or "
+                      "val/loss for regression)")  # fmt: skip
+    tune.add_argument("--set", dest="overrides", action="append", default=[],
+                      metavar="KEY=VALUE",
+                      help="fixed for every run (and out of the search)")  # fmt: skip
+    tune.add_argument("--preset", default=None)
+    tune.add_argument("--device", default="cpu")
+    tune.add_argument("--workers", type=int, default=1, help="parallel cells")
+    tune.add_argument("--warm", action="store_true", help="fork cells from a warm process")
+    tune.add_argument("--sampler-seed", type=int, default=0, help="the TPE sampler's seed")
+    tune.add_argument("--tracking-uri", default=None)
+    tune.add_argument("--data-root", default=None, help="folder with real datasets")
 
     rep = sub.add_parser(
         "reproduce", help="run a published table's sweeps and judge it line by line"
@@ -251,6 +278,7 @@ def cmd_run(args, console: Console) -> int:
         settings=parse_overrides(args.overrides), preset=args.preset, device=args.device,
         tracking_uri=args.tracking_uri, data_root=args.data_root, parent=args.parent,
         exclusive=args.exclusive, system_metrics=args.system_metrics, resume=args.resume,
+        tuning=args.tuning,
     )  # fmt: skip
     return run_command(request, console)
 
@@ -301,6 +329,36 @@ def cmd_sweep(args, console: Console) -> int:
         warm=args.warm,
     )  # fmt: skip
     console.print(f"sweep {spec.sweep_id()}: {summary_line(result)}")
+    return result.exit_code
+
+
+def cmd_tune(args, console: Console) -> int:
+    from benchmarks.store.tracking import MlflowTracker
+    from benchmarks.sweeps.sweep import parse_seeds
+    from benchmarks.sweeps.tune import TuneSpec, run_tune
+    from mesabench_datasets.data_root import resolve_data_root
+
+    if args.workers < 1:
+        raise UsageError(f"--workers must be >= 1 (got {args.workers})")
+    methods = tuple(dict.fromkeys(m.strip() for m in args.methods.split(",") if m.strip()))
+    if not methods:
+        raise UsageError("--methods needs at least one method name")
+    spec = TuneSpec(
+        benchmark=args.benchmark, methods=methods, trials=args.trials,
+        seeds=parse_seeds(args.seeds), tune_seeds=parse_seeds(args.tune_seeds),
+        settings=tuple(parse_pairs(args.overrides, "--set").items()), preset=args.preset,
+        device=args.device, data_root=resolve_data_root(args.data_root), select=args.select,
+        sampler_seed=args.sampler_seed,
+    )  # fmt: skip
+    _report_plugin_errors(console)
+    result = run_tune(spec, MlflowTracker(args.tracking_uri), args.workers,
+                      progress=console.print, warm=args.warm)  # fmt: skip
+    for line in result.failed:
+        console.print(f"FAILED {line}")
+    if not result.interrupted:
+        console.print(f"tuned {', '.join(methods)} on {spec.benchmark}: {spec.trials} trials "
+                      f"each, selected on {result.metric}; see `leaderboard --benchmark "
+                      f"{spec.benchmark}`")  # fmt: skip
     return result.exit_code
 
 
@@ -401,6 +459,7 @@ COMMANDS = {
     "show": cmd_show,
     "evaluate": cmd_evaluate,
     "sweep": cmd_sweep,
+    "tune": cmd_tune,
     "reproduce": cmd_reproduce,
     **{name: _results_command(name) for name in ("leaderboard", "report", "ui", "compare", "runs")},
 }

@@ -44,6 +44,10 @@ class RunPlan:
     #: The run whose saved learner this run scores, untrained further (``evaluate``); None
     #: for a training run. Part of the identity: evaluations rank apart from training runs.
     learner_from: str | None = None
+    #: A run of ``tune`` (JSON: a trial, or the configuration it selected, with the budget
+    #: and the metric it was selected on); None otherwise. Part of the identity: a tuned row
+    #: is never pooled with an untuned one, nor a trial counted as a result.
+    tuning: str | None = None
     #: Which layer set each field (``section.field`` -> the layer's name; see
     #: :mod:`benchmarks.planning.resolve`). Recorded with the run, not part of its identity;
     #: empty for a plan rebuilt from a recorded run.
@@ -68,6 +72,7 @@ class RunPlan:
             **{name: as_dict(cfg) for name, cfg in self.sections().items()},
             # Only where set, so that every training run's config hash stays as it was.
             **({"learner_from": self.learner_from} if self.learner_from else {}),
+            **({"tuning": self.tuning} if self.tuning else {}),
         }
 
     def config_hash(self) -> str:
@@ -94,6 +99,8 @@ class RunPlan:
                 flat[f"{name}.{key}"] = str(value)
         if self.learner_from:
             flat["evaluation.learner_from"] = self.learner_from
+        if self.tuning:
+            flat["tuning"] = self.tuning
         return flat
 
 
@@ -117,6 +124,7 @@ def plan_run(
     device: str = "auto",
     preset: str | None = None,
     data_root: str | None = None,
+    tuning: str | None = None,
 ) -> RunPlan:
     """Resolve and validate a run; raises ConfigError / RegistryError on bad input.
 
@@ -159,6 +167,7 @@ def plan_run(
         protocol=resolved["protocol"],
         device=resolve_device(device),
         data_root=resolve_data_root(data_root),
+        tuning=tuning,
         set_by=resolution.set_by,
     )
     plan.__dict__["source"] = resolution.source  # built once, by the resolution
@@ -179,4 +188,5 @@ def plan_from_dict(body: dict[str, Any]) -> RunPlan:
         device=body["device"],
         data_root=body.get("data_root"),
         learner_from=body.get("learner_from"),
+        tuning=body.get("tuning"),
     )

@@ -90,6 +90,8 @@ class EpisodicProtocol(Protocol):
         ),
         (r"final/test_tasks", None, "number of held-out test tasks"),
         (r"final/best_iteration", None, "iteration of the best meta-validation checkpoint"),
+        (r"val/loss", "lower", "meta-validation loss (mean over the validation tasks)"),
+        (r"val/accuracy", "higher", "meta-validation accuracy (mean over the validation tasks)"),
         (r"final/loss_t(\d+)", "lower", "test loss at sequence position {0}"),
         (r"final/test_perplexity", "lower",
          "test perplexity per scored token (exp of the test cross-entropy; sequence tasks)"),

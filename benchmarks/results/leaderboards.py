@@ -32,6 +32,7 @@ import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from typing import Any
 
 from benchmarks.catalog.references import ReferenceRow, references_for
 from benchmarks.metrics import catalog as metric_catalog
@@ -39,7 +40,14 @@ from benchmarks.planning.config import ConfigError
 from benchmarks.results.multiple_tests import holm, seeds_for_power
 from benchmarks.results.statistics import PairedTest, SeedStats, paired_t_test, seed_stats
 from benchmarks.store.lifecycle import is_stale
-from benchmarks.store.reader import RUN_LOCAL_SETTINGS, Only, StoredRun, StoreReader, TagFilter
+from benchmarks.store.reader import (
+    RUN_LOCAL_SETTINGS,
+    TUNING_TAG,
+    Only,
+    StoredRun,
+    StoreReader,
+    TagFilter,
+)
 from mesabench_core import __version__
 
 log = logging.getLogger("mesabench")
@@ -85,6 +93,15 @@ class RunRecord:
         if key == "version":
             return self.version
         return self.params.get(key, "-")
+
+    @functools.cached_property
+    def tuning(self) -> dict[str, Any] | None:
+        """The run's role in a ``tune`` (a trial, or the configuration it selected)."""
+        text = self.tags.get(TUNING_TAG)
+        try:
+            return json.loads(text) if text else None
+        except ValueError:
+            return None
 
     @property
     def evaluation(self) -> bool:
@@ -278,7 +295,18 @@ class Leaderboard:
             parts.append(f"code {row.code[:8] or 'unrecorded'}")
         if row.other_setting:
             parts.append(other_setting_text(row.other_setting))
+        tuned = tuned_text(row)
+        if tuned:
+            parts.append(tuned)
         return "; ".join(part for part in parts if part)
+
+
+def tuned_text(row: LeaderboardRow) -> str:
+    """``tuned: 20 trials, selected on val/loss`` for a row of a tune's selected runs."""
+    tuning = row.runs[0].tuning if row.runs else None
+    if not tuning or tuning.get("role") != "selected":
+        return ""
+    return f"tuned: {tuning.get('trials')} trials, selected on {tuning.get('selected_on')}"
 
 
 def other_setting_text(differ: dict[str, tuple[str, str]]) -> str:
@@ -548,6 +576,9 @@ def build_leaderboard(
     for run in records:
         if run.method == "?" or not run_filter.admits(run):
             continue  # not a method run (e.g. a sweep's parent), or filtered out
+        if (run.tuning or {}).get("role") == "trial":  # chose a configuration; no result
+            excluded["TUNING TRIALS"] = excluded.get("TUNING TRIALS", 0) + 1
+            continue
         if run.status != "FINISHED":
             status = "STALE" if run.stale else run.status
             excluded[status] = excluded.get(status, 0) + 1

@@ -34,6 +34,8 @@ class RunRequest:
     system_metrics: bool = False
     #: Continue this killed run instead (no method, benchmark, settings or data root).
     resume: str | None = None
+    #: A ``tune`` run's role (``RunPlan.tuning``): a trial or the selected configuration.
+    tuning: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {**dataclasses.asdict(self), "settings": dict(self.settings)}
@@ -49,7 +51,8 @@ class RunRequest:
                   ("--seed", None if self.resume else str(self.seed)),
                   ("--tracking-uri", self.tracking_uri), ("--parent", self.parent),
                   ("--device", self.device), ("--preset", self.preset),
-                  ("--data-root", self.data_root), ("--resume", self.resume)]  # fmt: skip
+                  ("--data-root", self.data_root), ("--resume", self.resume),
+                  ("--tuning", self.tuning)]  # fmt: skip
         for flag, value in valued:
             if value is not None:
                 argv += [flag, value]

@@ -120,7 +120,7 @@ def open_run(request: RunRequest) -> StartedRun | None:
             raise ConfigError("run needs --method (or --resume RUN_ID)")
         plan = plan_run(request.method, request.benchmark or DEFAULT_BENCHMARK, request.seed,
                         dict(request.settings), request.device, preset=request.preset,
-                        data_root=request.data_root)  # fmt: skip
+                        data_root=request.data_root, tuning=request.tuning)  # fmt: skip
         data_files = prepare_data(plan)
         tracker = MlflowTracker(request.tracking_uri)
         claim = None

@@ -42,6 +42,7 @@ from mlflow.tracking import MlflowClient  # noqa: E402
 
 from benchmarks.store.lifecycle import Heartbeat, heartbeat_tags, process_tags  # noqa: E402
 from benchmarks.store.reader import (  # noqa: E402, F401  (re-exported: the store's URI rules)
+    TUNING_TAG,
     StoreUnreachable,
     check_sqlite_store,
     default_tracking_uri,
@@ -449,6 +450,8 @@ class MlflowTracker:
             tags["mlflow.source.git.commit"] = revision
         if parent_run_id:
             tags["mlflow.parentRunId"] = parent_run_id
+        if getattr(plan, "tuning", None):  # a board reads it without the params
+            tags[TUNING_TAG] = plan.tuning
         tags.update(extra_tags or {})
         run = self.client.create_run(
             self.experiment_id(plan.benchmark),

@@ -122,6 +122,8 @@ class SweepSpec:
     data_root: str | None = None
     #: Where the spec came from, for error messages: "sweep file PATH" or the command line.
     origin: str = "sweep command line"
+    #: Every cell's ``RunPlan.tuning`` (a ``tune`` trial or selected configuration), or None.
+    tuning: str | None = None
 
     def cells(self) -> list[Cell]:
         keys = [k for k, _ in self.grid]
@@ -145,6 +147,7 @@ class SweepSpec:
                 "preset": self.preset,
                 # Only where given, so that every earlier sweep keeps its id.
                 **({"method_settings": self.method_settings} if self.method_settings else {}),
+                **({"tuning": self.tuning} if self.tuning else {}),
             },
             sort_keys=True,
         )
@@ -369,7 +372,7 @@ def plan_cells(spec: SweepSpec) -> dict[Cell, str]:
             try:
                 plan = plan_run(
                     cell.method, spec.benchmark, cell.seed, dict(cell.overrides), spec.device,
-                    spec.preset, data_root=spec.data_root,
+                    spec.preset, data_root=spec.data_root, tuning=spec.tuning,
                 )  # fmt: skip
             except BadInput as err:
                 layer = _layer_of(spec, cell.method, str(err))
@@ -480,6 +483,7 @@ def cell_request(spec: SweepSpec, cell: Cell, uri: str, parent: str) -> RunReque
         method=cell.method, benchmark=spec.benchmark, seed=cell.seed,
         settings=dict(cell.overrides), preset=spec.preset, device=spec.device,
         tracking_uri=uri, data_root=spec.data_root, parent=parent, exclusive=True,
+        tuning=spec.tuning,
     )  # fmt: skip
 
 
