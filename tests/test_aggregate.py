@@ -200,3 +200,36 @@ def test_report_draws_the_aggregate(tmp_path):
     data = json.loads((out / "figures" / "aggregate.json").read_text())
     assert [m["method"] for m in data["methods"]] == ["fomaml", "maml"]
     assert 'id="sinusoid-5shot"' in page and 'id="linreg-icl"' in page
+
+
+def test_the_aggregate_figure_renders_in_headless_chromium(tmp_path):
+    """Every embedded image decodes, the figure is not shrunk, nothing overflows the page."""
+    import os
+    import shutil
+    import subprocess
+
+    from benchmarks.cli.main import main
+
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        if os.environ.get("MESABENCH_REQUIRE_BROWSER"):
+            pytest.fail("Chromium is not installed; MESABENCH_REQUIRE_BROWSER is set")
+        pytest.skip("Chromium is not installed (.ci/run installs it)")
+    store, _ = _store_with_runs(tmp_path)
+    out = tmp_path / "report"
+    assert main(["report", "--aggregate", "sinusoid-5shot,linreg-icl", "--output", str(out),
+                 "--tracking-uri", store]) == 0  # fmt: skip
+    dom = subprocess.run(
+        [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+         "--virtual-time-budget=5000", "--window-size=1400,1800", "--dump-dom",
+         (out / "index.html").as_uri()], capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    assert 'data-broken="0"' in dom.stdout
+
+    def measured(name: str) -> float:
+        return float(dom.stdout.split(f'data-{name}="')[1].split('"')[0])
+
+    assert measured("images") >= 1 and measured("min-image-scale") >= 0.75
+    assert measured("page-overflow") == 0
+    assert "P(X &gt; Y) [95% CI, stratified bootstrap]" in dom.stdout
