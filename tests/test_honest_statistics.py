@@ -142,6 +142,11 @@ def test_diverged_rows_are_listed_with_their_fraction_never_ranked(store, capsys
     assert main(["leaderboard", "--tracking-uri", store, "--format", "markdown"]) == 0
     line = next(x for x in capsys.readouterr().out.splitlines() if "metasgd" in x)
     assert line.startswith("| - | metasgd") and "diverged (56% of tasks)" in line
+    # One task in a thousand is said as such, never rounded to "0% of tasks".
+    from benchmarks.results.formats import stat_text
+
+    one = stat_text({"mean": None, "n": 3, "diverged_fraction": 0.001}, "diverged")
+    assert one == "diverged (0.1% of tasks)"
     # CSV: numbers are numbers, the missing mean is empty, never "nan".
     capsys.readouterr()
     assert main(["leaderboard", "--tracking-uri", store, "--format", "csv"]) == 0

@@ -136,12 +136,19 @@ def _number(value: float | None) -> str:
     return "-" if value is None else f"{value:.4f}"
 
 
+def _share(fraction: float) -> str:
+    """A fraction as a percentage that never rounds a few diverged tasks to 0%."""
+    if 0 < fraction < 0.01:
+        return f"{fraction * 100:.2g}%"
+    return f"{fraction:.0%}"
+
+
 def stat_text(cells: dict[str, Any], status: str) -> str:
     """``mean ± std [low, high]``; one value alone where there is no spread."""
     if cells["mean"] is None:
         if cells["n"] and status != "reference, settings differ":
             fraction = cells["diverged_fraction"]
-            return "diverged" + ("" if fraction is None else f" ({fraction:.0%} of tasks)")
+            return "diverged" + ("" if fraction is None else f" ({_share(fraction)} of tasks)")
         return "-"
     if cells["std"] is None:
         return _number(cells["mean"])
