@@ -309,8 +309,10 @@ def cmd_report(args, console: Console) -> int:
 
         extra += table_sections(client, reader, tables, output)
     path = write_report(client, boards, output, extra)
-    console.print(f"report: {path.resolve()} ({len(boards)} benchmark(s), {len(extra)} "
-                  "published table(s))")  # fmt: skip
+    published = len(extra) - (aggregated is not None)
+    also = ", an aggregate" if aggregated else ""
+    console.print(f"report: {path.resolve()} ({len(boards)} benchmark(s), {published} "
+                  f"published table(s){also})")  # fmt: skip
     return 0
 
 

@@ -34,7 +34,9 @@ from scipy import stats
 REPS = 2000
 SEED = 0
 #: Where the performance profile is evaluated (normalised scores).
-TAUS = tuple(float(t) for t in np.linspace(0.0, 1.0, 21))
+TAUS = tuple(float(t) for t in np.linspace(0.0, 1.0, 101))
+#: The left end of the figure's score axis (estimates past it are marked at the edge).
+FLOOR = -0.5
 
 #: benchmark -> the normalised scores of one method's runs (one per seed).
 Scores = Mapping[str, np.ndarray]
@@ -276,13 +278,25 @@ def figure(result: Aggregate):
     with plt.rc_context({"font.size": FONT_SIZE}):
         fig = Figure(figsize=(12.0, 0.5 * len(ordered) + 3.2))
         left, right = fig.subplots(1, 2)
+        # Scores far below the baseline (a diverging method) would squash the others: the
+        # axis stops at FLOOR, and an estimate past it is drawn at the edge with its value.
+        floor = max(min(0.0, *(min(m.iqm.low, m.mean.low) for m in ordered)), FLOOR)
         for offset, (name, pick) in enumerate((("IQM", lambda m: m.iqm),
                                                ("mean", lambda m: m.mean))):  # fmt: skip
             y = np.arange(len(ordered)) + (offset - 0.5) * 0.3
             est = [pick(m) for m in ordered]
-            left.errorbar([e.value for e in est], y,
-                          xerr=[[e.value - e.low for e in est], [e.high - e.value for e in est]],
-                          fmt="o", capsize=3, label=name)  # fmt: skip
+            shown = [e for e in est if e.low >= floor]
+            (line, *_) = left.errorbar(
+                [e.value for e in shown], [yi for yi, e in zip(y, est, strict=True) if e in shown],
+                xerr=[[e.value - e.low for e in shown], [e.high - e.value for e in shown]],
+                fmt="o", capsize=3, label=name)  # fmt: skip
+            for yi, e in zip(y, est, strict=True):
+                if e not in shown:
+                    left.plot([floor], [yi], marker="<", color=line.get_color())
+                    left.annotate(f"{e.value:.3g} [{e.low:.3g}, {e.high:.3g}]", (floor, yi),
+                                  textcoords="offset points", xytext=(8, -3),
+                                  fontsize=FONT_SIZE - 2, color=line.get_color())  # fmt: skip
+        left.set_xlim(floor - 0.05, 1.05)
         left.set_yticks(np.arange(len(ordered)), [m.method for m in ordered])
         left.set_xlabel("normalised score (0: no adaptation, 1: ideal)")
         left.legend(fontsize=FONT_SIZE - 1)
