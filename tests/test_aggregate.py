@@ -179,6 +179,8 @@ def test_aggregate_bad_input_is_one_line_and_exit_2(tmp_path, capsys):
         (["--aggregate", "sinusoid-5shot,linreg-icl", "--all"], "leave out --benchmark"),
         (["--aggregate", "sinusoid-5shot,no-such"], "unknown benchmark 'no-such'"),
         (["--aggregate", "sinusoid-5shot,linreg-icl"], "no method has finished runs"),
+        (["--aggregate", "sinusoid-5shot,linreg-icl", "--baseline", "maml"],
+         "--aggregate takes no --baseline"),
     ]
     for extra, said in cases:
         capsys.readouterr()

@@ -202,6 +202,16 @@ def cmd_aggregate(args, console: Console) -> int:
     if args.format not in ("table", "markdown", "json"):
         raise ResultsUsageError(
             f"--format {args.format} with --aggregate: allowed table, markdown, json")
+    # Options of a one-benchmark board that an aggregate would silently ignore.
+    ignored = [flag for flag, given in (
+        ("--metric", args.metric is not None), ("--baseline", args.baseline is not None),
+        ("--columns", bool(args.columns)), ("--refuse-flagged", args.refuse_flagged),
+        ("--no-references", args.no_references),
+        ("--group-by", args.group_by != "method,config_hash"),
+    ) if given]  # fmt: skip
+    if ignored:
+        raise ResultsUsageError(f"--aggregate takes no {ignored[0]} (each benchmark's anchors "
+                                "name its metric; one configuration per method)")  # fmt: skip
     output = None if args.output is None else _writable(args.output, "file")
     result, anchors = _aggregate(args, open_reader(args.tracking_uri))
     if args.format == "table" and output is None:
