@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +14,12 @@ import torch
 from tests.helpers import ROOT, python_env
 
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+
+# A shell starts a background job (`pytest &`) with SIGINT ignored, and an ignored signal
+# stays ignored across exec: every CLI process a drill interrupts with Ctrl-C would then run
+# on. A handler is reset to the default at exec, so the drills see what a terminal gives.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(scope="session", autouse=True)
