@@ -258,7 +258,9 @@ def run_tune(spec: TuneSpec, tracker, workers: int = 1,
             sweeps.append((tune, values, _trial_spec(spec, tune, k, values)))
         outcomes = run_sweeps([s for _, _, s in sweeps], tracker, workers=workers, warm=warm,
                               progress=lambda line: None)  # fmt: skip
-        if any(o.interrupted for o in outcomes):
+        # A cell stopped on its own (SIGTERM) is as unfinished as an interrupted tune: its
+        # value must not be taken as a failure that later proposals would build on.
+        if any(o.interrupted or o.killed for o in outcomes):
             result.interrupted = True
             say(f"tune interrupted in trial {k + 1} of {spec.trials}; the same command goes on")
             return result
