@@ -235,3 +235,33 @@ def test_the_aggregate_figure_renders_in_headless_chromium(tmp_path):
     assert measured("images") >= 1 and measured("min-image-scale") >= 0.75
     assert measured("page-overflow") == 0
     assert "P(X &gt; Y) [95% CI, stratified bootstrap]" in dom.stdout
+
+
+def test_a_method_with_no_score_to_pool_is_named_with_the_reason(tmp_path):
+    """Diverged runs, and runs at other protocol settings than the board ranks, leave a
+    method out of the aggregate: said in the notes, never dropped silently."""
+    from benchmarks.results.aggregate import aggregate_from_store, notes
+    from benchmarks.store.reader import open_reader
+    from tests.helpers import fake_run
+
+    store = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    for benchmark in ("sinusoid-5shot", "linreg-icl"):
+        for seed in (0, 1):
+            fake_run(store, "maml", seed, {"final/test_loss": 0.5 + seed / 10},
+                     benchmark=benchmark)  # fmt: skip
+            fake_run(store, "fomaml", seed, {"final/test_loss": 0.6 + seed / 10},
+                     benchmark=benchmark)  # fmt: skip
+    fake_run(store, "anil", 0, {"final/test_loss": 0.4}, benchmark="linreg-icl",
+             iterations="7")  # fmt: skip
+    fake_run(store, "anil", 0, {"final/test_loss": 0.4}, benchmark="sinusoid-5shot")
+    fake_run(store, "metasgd", 0, {"final/test_loss": math.nan,
+                                   "final/test_loss_diverged_fraction": 0.5},
+             benchmark="linreg-icl")  # fmt: skip
+    result, anchors = aggregate_from_store(open_reader(store), ["sinusoid-5shot", "linreg-icl"],
+                                           reps=50)  # fmt: skip
+    assert [m.method for m in result.methods] == ["fomaml", "maml"]
+    assert result.missing == {"anil": ["linreg-icl"], "metasgd": ["sinusoid-5shot", "linreg-icl"]}
+    said = notes(result, anchors)
+    assert ("Left out: anil (linreg-icl: runs at other settings: iterations=7 (ranked: 2000))."
+            in said)  # fmt: skip
+    assert "Left out: metasgd (sinusoid-5shot: no runs; linreg-icl: diverged)." in said

@@ -112,8 +112,11 @@ class Aggregate:
     methods: list[MethodAggregate]
     #: (X, Y) -> P(X > Y) with its interval.
     improvement: dict[tuple[str, str], Estimate] = field(default_factory=dict)
-    #: Methods left out, with the benchmarks they have no runs on.
+    #: Methods left out, with the benchmarks they have no score on.
     missing: dict[str, list[str]] = field(default_factory=dict)
+    #: Why a method has no score on a benchmark where it has runs (method -> benchmark ->
+    #: reason); elsewhere in ``missing``: no runs.
+    reasons: dict[str, dict[str, str]] = field(default_factory=dict)
     taus: tuple[float, ...] = TAUS
     reps: int = REPS
 
@@ -162,12 +165,13 @@ def aggregate_from_store(reader, benchmarks: Sequence[str], run_filter=None,
     from benchmarks.results.leaderboards import (
         LeaderboardError,
         build_leaderboard,
+        other_setting_text,
         read_runs,
     )
 
     scores: dict[str, dict[str, np.ndarray]] = {}
     anchors_text: dict[str, str] = {}
-    diverged: dict[str, list[str]] = {}
+    reasons: dict[str, dict[str, str]] = {}
     for benchmark in benchmarks:
         anchors = anchors_for(benchmark)
         if anchors is None:
@@ -194,15 +198,20 @@ def aggregate_from_store(reader, benchmarks: Sequence[str], run_filter=None,
             scores.setdefault(method, {})[benchmark] = np.array(
                 [anchors.normalise(values[s]) for s in sorted(values)])  # fmt: skip
         for row in board.unranked:
-            diverged.setdefault(row.method, []).append(benchmark)
+            reasons.setdefault(row.method, {})[benchmark] = "diverged"
+        for row in board.elsewhere:  # runs the board does not rank: other protocol settings
+            if row.method not in by_method:
+                reasons.setdefault(row.method, {}).setdefault(
+                    benchmark, f"runs at other settings: {other_setting_text(row.other_setting)}")
         anchors_text[benchmark] = (
             f"{anchors.metric}: 0 = {anchors.zero:.6g} ({anchors.zero_what}), "
             f"1 = {anchors.one:.6g} ({anchors.one_what})")  # fmt: skip
     result = aggregate(scores, benchmarks, reps=reps)
-    for method, where in diverged.items():  # a diverged row has no score to pool
-        if method not in {m.method for m in result.methods}:
-            result.missing.setdefault(method, [])
-            result.missing[method] = sorted({*result.missing[method], *where})
+    pooled = {m.method for m in result.methods}
+    for method, where in reasons.items():  # rows with no score to pool: said, not dropped
+        if method not in pooled:
+            result.missing[method] = [b for b in benchmarks if b not in scores.get(method, {})]
+            result.reasons[method] = where
     return result, anchors_text
 
 
@@ -234,7 +243,9 @@ def notes(result: Aggregate, anchors_text: Mapping[str, str]) -> list[str]:
     lines.append(f"Intervals: {result.reps} stratified-bootstrap resamples (seeds within each "
                  "benchmark), percentile; runs at each benchmark's own task settings only.")
     for method, where in sorted(result.missing.items()):
-        lines.append(f"Left out: {method} (no finite score on {', '.join(where)}).")
+        why = result.reasons.get(method, {})
+        lines.append(f"Left out: {method} ("
+                     + "; ".join(f"{b}: {why.get(b, 'no runs')}" for b in where) + ").")
     return lines
 
 
