@@ -38,6 +38,8 @@ def test_tune_refuses_what_it_cannot_do_fairly_in_one_line(tmp_path, capsys):
         (["--benchmark", "mnist-rotations", "--methods", "lamaml"], "has none (allowed: episodic"),
         (["--benchmark", "sinusoid-5shot", "--methods", "maml", "--select", "final/test_loss"],
          "never on test metrics"),
+        (["--benchmark", "sinusoid-5shot", "--methods", "maml", "--select", "val/accuracy"],
+         "validation does not log it (allowed: val/loss)"),
         (["--benchmark", "sinusoid-5shot", "--methods", "maml", "--seeds", "0,100"],
          "share [100]"),
         (["--benchmark", "linreg-icl", "--methods", "gd"], "declares no search space"),

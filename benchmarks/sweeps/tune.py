@@ -95,18 +95,18 @@ def selection_metric(spec: TuneSpec) -> tuple[str, bool]:
         raise ConfigError(
             f"tune selects on validation tasks; {spec.benchmark}'s protocol "
             f"({bench.protocol_name}) has none (allowed: episodic benchmarks)")  # fmt: skip
-    metric = spec.select
-    if metric is None:
-        classification = is_classification(bench.task.build().problem.loss)
-        metric = "val/accuracy" if classification else "val/loss"
+    # What every episodic validation logs (protocols/episodic.py): its loss, and its
+    # accuracy on classification tasks. Checked here, before a trial runs.
+    classification = is_classification(bench.task.build().problem.loss)
+    logged = ("val/accuracy", "val/loss") if classification else ("val/loss",)
+    metric = spec.select or logged[0]
     if not metric.startswith("val/"):
         raise ConfigError(f"--select {metric}: tune selects on validation metrics only "
-                          "(val/loss, val/accuracy), never on test metrics")  # fmt: skip
-    direction = metric_catalog.direction_of(metric)
-    if direction is None:
-        raise ConfigError(f"--select {metric}: no direction is declared for it (allowed: "
-                          "val/loss, val/accuracy)")
-    return metric, direction == "higher"
+                          f"({', '.join(logged)}), never on test metrics")  # fmt: skip
+    if metric not in logged:
+        raise ConfigError(f"--select {metric}: {spec.benchmark}'s validation does not log it "
+                          f"(allowed: {', '.join(logged)})")  # fmt: skip
+    return metric, metric_catalog.direction_of(metric) == "higher"
 
 
 def method_space(spec: TuneSpec, method: str) -> dict[str, Space]:
