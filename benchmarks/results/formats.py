@@ -118,17 +118,12 @@ def row_cells(board: Leaderboard) -> list[dict[str, Any]]:
                     },
                 },
                 # A tune's selected configuration: its budget, space and selection.
-                "tuned": _tuned(row),
+                "tuned": row.tuned,
                 "run_ids": [r.run_id for r in row.runs],
                 "versions": sorted(row.versions()),
             }
         )  # fmt: skip
     return out
-
-
-def _tuned(row: LeaderboardRow) -> dict[str, Any] | None:
-    tuning = row.runs[0].tuning if row.runs else None
-    return tuning if tuning and tuning.get("role") == "selected" else None
 
 
 # -- text ---------------------------------------------------------------------------------

@@ -174,6 +174,13 @@ class LeaderboardRow:
         return sorted({r.seed for r in self.runs})
 
     @property
+    def tuned(self) -> dict[str, Any] | None:
+        """The ``tune`` that selected this row's configuration (its budget, space and
+        metric; the runs of a row share it: it is part of their identity), or None."""
+        tuning = self.runs[0].tuning if self.runs else None
+        return tuning if tuning and tuning.get("role") == "selected" else None
+
+    @property
     def is_reference(self) -> bool:
         return self.reference is not None
 
@@ -303,10 +310,10 @@ class Leaderboard:
 
 def tuned_text(row: LeaderboardRow) -> str:
     """``tuned: 20 trials, selected on val/loss`` for a row of a tune's selected runs."""
-    tuning = row.runs[0].tuning if row.runs else None
-    if not tuning or tuning.get("role") != "selected":
+    tuned = row.tuned
+    if tuned is None:
         return ""
-    return f"tuned: {tuning.get('trials')} trials, selected on {tuning.get('selected_on')}"
+    return f"tuned: {tuned.get('trials')} trials, selected on {tuned.get('selected_on')}"
 
 
 def other_setting_text(differ: dict[str, tuple[str, str]]) -> str:
