@@ -14,7 +14,7 @@ from mlflow.tracking import MlflowClient
 
 from benchmarks.sweeps.tune import TuneSpec, _trial_spec, propose, trial_value
 from methods.api import Choice, FloatRange, IntRange
-from tests.helpers import ROOT, fake_run, install_plugin_package, python_env
+from tests.helpers import ROOT, fake_run, install_plugin_package, python_env, stored_runs
 
 SPACE = {"inner_lr": FloatRange(1e-3, 1.0, log=True), "steps": IntRange(1, 5),
          "kind": Choice(("a", "b"))}  # fmt: skip
@@ -97,10 +97,10 @@ def test_boards_leave_trials_out_and_label_a_tuned_row_apart_from_an_untuned_one
 
 
 def _tune_runs(store: str):
-    client = MlflowClient(store)
-    runs = client.search_runs([client.get_experiment_by_name("slope-shift").experiment_id])
+    # Through the store's creation lock (stored_runs): this polls a store the tune it
+    # watches may still be creating, and a bare client's schema migration races that one's.
     out = []
-    for run in runs:
+    for run in stored_runs(store, "slope-shift"):
         tags = run.data.tags
         if "mesabench.method" in tags and run.info.status == "FINISHED":
             out.append((tags["mesabench.method"], json.loads(tags["mesabench.tuning"]),
@@ -125,12 +125,9 @@ def test_tune_end_to_end_equal_budgets_validation_selection_and_resume(tmp_path)
     deadline = time.time() + 300
     while time.time() < deadline:
         time.sleep(1)
-        if (tmp_path / "mlflow.db").exists():
-            try:
-                if len([r for r in _tune_runs(store) if r[1]["role"] == "trial"]) >= 3:
-                    break
-            except Exception:  # the store is being created
-                continue
+        trials = [r for r in _tune_runs(store) if r[1]["role"] == "trial"]
+        if len(trials) >= 3 or first.poll() is not None:
+            break
     first.send_signal(signal.SIGINT)
     output, _ = first.communicate(timeout=120)
     assert first.returncode == 130, output
