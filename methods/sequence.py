@@ -14,7 +14,7 @@ import torch
 from torch import Tensor, nn
 
 from mesabench_core import ConfigError, IncompatibleSetting, param
-from mesabench_datasets.tasks import Problem, TaskSource, seeded_generator
+from mesabench_datasets.tasks import Problem, TaskBatch, TaskSource, seeded_generator
 from methods.api import ArtifactLog
 from methods.icl import InContextMethod
 from methods.losses import per_task_loss
@@ -327,6 +327,59 @@ def autoregressive_least_squares(sequence: Tensor, lam: float) -> Tensor:
     return torch.cat([torch.zeros_like(sequence[:, :1]), later], dim=1)
 
 
+@dataclass(frozen=True)
+class AutoregressiveGDConfig:
+    eta: float = param(0.0, min=0.0, help="a fixed rate (0: the rate fitted in closed form on "
+                       "the training sequences)")
+
+
+class AutoregressiveGD(InContextMethod):
+    """One gradient step from W = 0 on the transitions seen so far: at step t,
+    W_t = eta sum_{t'<t} s_{t'+1} s_t'^T (eta times minus the gradient of
+    0.5 sum ||s_{t'+1} - W s_t'||^2 at W = 0) and the prediction W_t s_t. One causal
+    linear-attention layer on the tokens (s_t, s_{t-1}) computes this with values s_t, keys
+    s_{t-1}, queries s_t and projection eta. The rate minimises the squared error over every
+    training sequence so far (closed form, from running sums); nothing else is learned."""
+
+    Config = AutoregressiveGDConfig
+
+    @classmethod
+    def check_problem(cls, problem: Problem) -> None:
+        SequenceLearner.check_problem(problem)
+        if not is_autoregressive_regression(problem):
+            raise ConfigError("ar_gd regresses each state on the previous one: it needs an "
+                              "autoregressive regression benchmark (e.g. lindyn)")
+
+    def build_model(self, dim: int) -> nn.Module:
+        model = nn.Module()
+        model.eta = nn.Parameter(torch.tensor(self.config.eta), requires_grad=False)
+        # Running sums of the closed-form rate (numerator, denominator) over training batches.
+        model.register_buffer("moments", torch.zeros(2, dtype=torch.float64))
+        return model
+
+    def forward(self, support_x: Tensor, support_y: Tensor, query_x: Tensor) -> Tensor:
+        return self.model.eta * autoregressive_gradient(query_x)
+
+    def meta_train_step(self, batch: TaskBatch) -> dict[str, float]:
+        if not self.config.eta:
+            step = autoregressive_gradient(batch.query_x)
+            with torch.no_grad():
+                sums = torch.stack([(step * batch.query_y).sum(), step.pow(2).sum()])
+                self.model.moments += sums.double()
+                self.model.eta.fill_(float(self.model.moments[0] / self.model.moments[1]))
+        return super().meta_train_step(batch)
+
+
+def autoregressive_gradient(sequence: Tensor) -> Tensor:
+    """``[B, T, D]`` -> ``[B, T, D]``: u_t = sum_{t'<t} s_{t'+1} (s_t' . s_t), minus the
+    gradient at W = 0 of the squared error on the transitions seen by step t, applied to s_t
+    (0 at t = 1, before any transition)."""
+    previous = torch.cat([torch.zeros_like(sequence[:, :1]), sequence[:, :-1]], dim=1)
+    # (s_t . s_{t'-1}) for t' <= t: the transition s_{t'-1} -> s_t' has been seen by step t.
+    future = future_positions(sequence.shape[1], sequence.device)
+    return (sequence @ previous.transpose(1, 2)).masked_fill(future, 0.0) @ sequence
+
+
 register_method(
     "mesa",
     SequenceLearner,
@@ -358,6 +411,11 @@ register_method(
     SequenceLearner,
     "GD-SSM's recurrence (3-token local attention, decaying matrix state), sequence tasks",
     mixer="gd_ssm",
+)
+register_method(
+    "ar_gd",
+    AutoregressiveGD,
+    "reference: one GD step on the transitions seen so far, rate fitted (causal tasks)",
 )
 register_method(
     "ar_least_squares",

@@ -103,6 +103,64 @@ def test_least_squares_reference_solves_each_prefix_as_numpy_does():
             np.testing.assert_allclose(ridge[b, t].numpy(), s[t] @ w, rtol=1e-8, atol=1e-10)
 
 
+def test_one_gd_step_reference_is_numpys_step_at_numpys_least_squares_rate():
+    """ar_gd predicts eta sum_{t'<t} s_{t'+1} s_t'^T s_t at every position, with eta the
+    least-squares rate over every training batch so far (numpy's lstsq on the flattened
+    steps); causal linear attention with values s_t, keys s_{t-1} and queries s_t mixes the
+    same step."""
+    from benchmarks.running.execute import build_method
+    from methods.sequence import CausalLinearAttention, autoregressive_gradient
+
+    source = LinDynConfig(dim=3, length=9).build()
+    batches = [source.sample(4, seeded_generator(seed)) for seed in (5, 6)]
+    seq = batches[0].query_x.double()
+    step = autoregressive_gradient(seq)
+    for b in range(2):
+        s = seq[b].numpy()
+        assert not step[b, 0].any()  # no transition seen yet
+        for t in range(1, seq.shape[1]):
+            w = sum(np.outer(s[j + 1], s[j]) for j in range(t))  # transitions seen by t
+            np.testing.assert_allclose(step[b, t].numpy(), w @ s[t], rtol=1e-10)
+    previous = torch.cat([torch.zeros_like(seq[:, :1]), seq[:, :-1]], dim=1)
+    mixed = CausalLinearAttention(3).mix(previous[None], seq[None], seq[None], seq)
+    torch.testing.assert_close(mixed[0], step)
+
+    method = build_method(plan_run("ar_gd", "lindyn", overrides={"dim": "3", "length": "9"},
+                                   device="cpu"))  # fmt: skip
+    for batch in batches:
+        method.meta_train_step(batch)
+    u = torch.cat([autoregressive_gradient(b.query_x) for b in batches]).double().reshape(-1, 1)
+    y = torch.cat([b.query_y for b in batches]).double().reshape(-1, 1)
+    eta = np.linalg.lstsq(u.numpy(), y.numpy(), rcond=None)[0].item()
+    assert float(method.model.eta) == pytest.approx(eta, rel=1e-6)
+    torch.testing.assert_close(method.predict(None, None, seq.float()),
+                               (eta * step).float(), rtol=1e-5, atol=1e-6)  # fmt: skip
+
+
+def test_one_gd_step_reference_scores_the_step_a_large_sample_fits():
+    """The run's test loss against the same step, its rate fitted on 4,000 other sequences,
+    scored by hand on the run's test sequences (the benchmark's defaults: D = 10, T = 50)."""
+    from benchmarks.protocols.episodic import TEST, EpisodicConfig
+    from methods.sequence import autoregressive_gradient
+
+    final = execute(plan_run("ar_gd", "lindyn", overrides={"iterations": "20",
+                                                           "test_tasks": "300"},
+                             device="cpu"), MemoryRecorder())  # fmt: skip
+    source = LinDynConfig().build()
+    fit = source.sample(4000, seeded_generator(123))
+    u, y = autoregressive_gradient(fit.query_x).double(), fit.query_y.double()
+    eta = (u * y).sum() / u.pow(2).sum()
+    test_seed = EpisodicConfig().test_seed
+    tests = [source.sample(100, seeded_generator(TEST, test_seed, block)) for block in range(3)]
+    u = torch.cat([autoregressive_gradient(b.query_x) for b in tests]).double()
+    y = torch.cat([b.query_y for b in tests]).double()
+    loss = 0.5 * (eta * u - y).pow(2).sum(-1).mean()
+    # The rates differ by sampling alone, where the loss is flat: well within 1%.
+    assert final["final/test_loss"] == pytest.approx(float(loss), rel=0.01)
+    # Far from least squares' 0.57 and from the zero prediction's 5.0: one step, not more.
+    assert 2.5 < float(loss) < 3.5
+
+
 def test_least_squares_reference_is_exact_once_the_transitions_span_the_state():
     plan = plan_run("ar_least_squares", "lindyn",
                     overrides={"noise": "0", "length": "20", "test_tasks": "50",
