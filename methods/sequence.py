@@ -284,19 +284,28 @@ class LeastSquaresConfig:
     lam: float = param(0.0, min=0.0, help="ridge strength (0: minimum-norm least squares)")
 
 
-class AutoregressiveLeastSquares(InContextMethod):
-    """The least-squares optimum on a causal sequence, in closed form: at every step t,
-    W_t = argmin_W sum_{t'<t} ||s_{t'+1} - W s_t'||^2 (+ lam ||W||^2) over the transitions seen
-    so far, and the prediction W_t s_t (0 before any transition). Nothing to learn."""
+class AutoregressiveReference(InContextMethod):
+    """An algorithm that regresses each state on the previous one over the transitions seen
+    so far: autoregressive regression benchmarks only."""
 
-    Config = LeastSquaresConfig
+    #: What the algorithm is, for the refusal of other benchmarks.
+    summary = ""
 
     @classmethod
     def check_problem(cls, problem: Problem) -> None:
         SequenceLearner.check_problem(problem)
         if not is_autoregressive_regression(problem):
-            raise ConfigError("ar_least_squares regresses each state on the previous one: it "
+            raise ConfigError(f"{cls.summary} regresses each state on the previous one: it "
                               "needs an autoregressive regression benchmark (e.g. lindyn)")
+
+
+class AutoregressiveLeastSquares(AutoregressiveReference):
+    """The least-squares optimum on a causal sequence, in closed form: at every step t,
+    W_t = argmin_W sum_{t'<t} ||s_{t'+1} - W s_t'||^2 (+ lam ||W||^2) over the transitions seen
+    so far, and the prediction W_t s_t (0 before any transition). Nothing to learn."""
+
+    Config = LeastSquaresConfig
+    summary = "least squares on the transitions seen"
 
     def build_model(self, dim: int) -> nn.Module:
         return nn.Module()
@@ -333,7 +342,7 @@ class AutoregressiveGDConfig:
                        "the training sequences)")
 
 
-class AutoregressiveGD(InContextMethod):
+class AutoregressiveGD(AutoregressiveReference):
     """One gradient step from W = 0 on the transitions seen so far: at step t,
     W_t = eta sum_{t'<t} s_{t'+1} s_t'^T (eta times minus the gradient of
     0.5 sum ||s_{t'+1} - W s_t'||^2 at W = 0) and the prediction W_t s_t. One causal
@@ -342,13 +351,7 @@ class AutoregressiveGD(InContextMethod):
     training sequence so far (closed form, from running sums); nothing else is learned."""
 
     Config = AutoregressiveGDConfig
-
-    @classmethod
-    def check_problem(cls, problem: Problem) -> None:
-        SequenceLearner.check_problem(problem)
-        if not is_autoregressive_regression(problem):
-            raise ConfigError("ar_gd regresses each state on the previous one: it needs an "
-                              "autoregressive regression benchmark (e.g. lindyn)")
+    summary = "one GD step on the transitions seen"
 
     def build_model(self, dim: int) -> nn.Module:
         model = nn.Module()
