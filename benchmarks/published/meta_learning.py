@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from benchmarks.catalog.references import THESIS_TABLE_45
 from benchmarks.published.claims import PRESETS, Check, Claim, Table
+from benchmarks.published.figures import Panel, Points, TableFigure
 
 #: How far below the published sparse-La-MAML - La-MAML difference a run may fall and still
 #: reproduce it (points of RA): the relation is held to its size, not to a tie.
@@ -182,10 +183,14 @@ _FEW_SHOT_BUDGET = {
     "cpu": {"omniglot_split": "maml", "rotations": "true", "iterations": "500",
             "meta_batch": "8", "channels": "32", "val_every": "250", "test_tasks": "200"},
 }  # fmt: skip
-#: Seconds of one sparse-MAML run at each preset: cpu measured 2026-11-26 on one thread
-#: beside three other jobs (694 s: an upper bound); quick from the fixture-sized test run;
-#: paper not measured (no miniImageNet here).
-_FEW_SHOT_COST = {"quick": 15.0, "cpu": 694.0}
+#: Seconds of one run at each preset: cpu measured 2026-11-26, one thread each, two
+#: workers (sparse-MAML at one inner step: 310-396 s over 18 runs; the cross-domain
+#: table's six runs 19.6 min of wall time); quick from the fixture-sized test run; paper not
+#: measured (no miniImageNet here).
+_FEW_SHOT_COST = {"quick": 15.0, "cpu": 330.0}
+#: cpu seconds of a sparse-MAML run by inner steps (the same measurement: 3 steps 487-497 s,
+#: 5 steps 648-668 s).
+_COST_BY_STEPS = {"1": 330.0, "3": 490.0, "5": 660.0}
 _FEW_SHOT_NOTE = (
     "The thesis measured miniImageNet 5-way 5-shot (the `paper` preset: sparse-MAML's "
     "settings, 35 inner steps at 0.25, 40k iterations); without miniImageNet on this machine "
@@ -203,7 +208,7 @@ def _few_shot_line(label: str, method: str, metric: str, *, extra: dict[str, dic
                        **extra.get(preset, {})} for preset in PRESETS}  # fmt: skip
     return Claim(label, _SUBSTITUTE, method, metric, budget=budget,
                  benchmark_at={"paper": _THESIS_SET}, benchmark_preset={"paper": "sparse-maml"},
-                 cost_s=_FEW_SHOT_COST, **fields)  # fmt: skip
+                 cost_s=fields.pop("cost_s", _FEW_SHOT_COST), **fields)  # fmt: skip
 
 
 def _sparse_depth() -> Table:
@@ -268,10 +273,12 @@ def _sparse_inner_sweep() -> Table:
             for metric, name in (("final/sparsity/overall", "sparsity"),
                                  ("final/test_accuracy", "accuracy")):
                 previous = None if i == 0 else f"{labels[i - 1]}: {name}"
+                steps = extra["cpu"].get("inner_steps", "1")
                 claims.append(
                     _few_shot_line(f"{label}: {name}", "sparse_maml", metric, extra=extra,
                                    versus=previous, check="at_least", provenance="figure",
-                                   cite="thesis ch. 4 (figure: inner steps and inner rates)")
+                                   cite="thesis ch. 4 (figure: inner steps and inner rates)",
+                                   cost_s={**_FEW_SHOT_COST, "cpu": _COST_BY_STEPS[steps]})
                 )  # fmt: skip
     return Table(
         "sparse-maml-inner",
@@ -282,6 +289,17 @@ def _sparse_inner_sweep() -> Table:
         "rate 0.4 and rates 0.1 / 0.4 / 1.0 at one step (quick, cpu); 5 / 15 / 35 and "
         "0.05 / 0.1 / 0.25 at paper. Each step and rate is held to at least the one below "
         "it, paired by seed. " + _FEW_SHOT_NOTE,
+        # x is the point's rank: the presets sweep different values (the note gives them).
+        figure=TableFigure(
+            "thesis ch. 4 (figure: inner steps and inner rates)",
+            tuple(Panel(title, "setting: low / middle / high (values in the note)", title,
+                        tuple(Points(setting.replace("_", " "),
+                                     tuple((rank, f"{setting} {name}: {what}") for rank, name
+                                           in enumerate(("low", "middle", "high"), start=1)))
+                              for setting in _SWEEP))
+                  for title, what in (("overall gradient sparsity", "sparsity"),
+                                      ("test accuracy", "accuracy"))),
+        ),  # fmt: skip
     )
 
 
