@@ -21,6 +21,7 @@ import torch
 from torch import Tensor
 
 from mesabench_datasets.tasks import seeded_generator
+from methods.reference_algorithms import autoregressive_gradient, previous_states
 
 #: Ridge strength of the ``inverse_term`` target: the mesa layer's initial lam.
 INVERSE_TERM_LAM = 1.0
@@ -31,13 +32,12 @@ PROBE_RIDGE = 1e-4
 def probe_targets(sequence: Tensor, lam: float = INVERSE_TERM_LAM) -> dict[str, Tensor]:
     """``[B, T, D]`` inputs s_1..s_T -> the ``inverse_term`` and ``gd_step`` targets, ``[B, T,
     D]`` each, at every position (the ``next_state`` is the task's own target)."""
-    previous = torch.cat([torch.zeros_like(sequence[:, :1]), sequence[:, :-1]], dim=1)
+    previous = previous_states(sequence)
     eye = torch.eye(sequence.shape[-1], dtype=sequence.dtype, device=sequence.device)
     gram = torch.cumsum(previous[..., :, None] * previous[..., None, :], dim=1) + eye / lam
-    memory = torch.cumsum(sequence[..., :, None] * previous[..., None, :], dim=1)
     return {
         "inverse_term": torch.linalg.solve(gram, sequence[..., None])[..., 0],
-        "gd_step": (memory @ sequence[..., None])[..., 0],
+        "gd_step": autoregressive_gradient(sequence),
     }
 
 

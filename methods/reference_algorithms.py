@@ -59,3 +59,17 @@ def optimal_one_step_rate(
     the least-squares rate of one GD step over a task sample)."""
     s = query_x @ (support_x.transpose(1, 2) @ support_y)  # [T, Q, 1]
     return (query_y * s).sum(), s.pow(2).sum()
+
+
+def previous_states(sequence: Tensor) -> Tensor:
+    """``[B, T, D]`` states s_1..s_T -> s_0..s_{T-1}, with s_0 = 0."""
+    return torch.cat([torch.zeros_like(sequence[:, :1]), sequence[:, :-1]], dim=1)
+
+
+def autoregressive_gradient(sequence: Tensor) -> Tensor:
+    """``[B, T, D]`` -> ``[B, T, D]``: u_t = sum_{t'<=t} s_t' (s_{t'-1} . s_t), minus the
+    gradient at W = 0 of 0.5 sum ||s_t' - W s_{t'-1}||^2 over the transitions seen by step t,
+    applied to s_t (0 at t = 1, before any transition)."""
+    # (s_t . s_{t'-1}) kept for t' <= t: a causal linear attention with keys s_{t-1}, no
+    # [B, T, D, D] cumulative memory.
+    return (sequence @ previous_states(sequence).transpose(1, 2)).tril() @ sequence

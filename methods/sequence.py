@@ -20,6 +20,7 @@ from methods.icl import InContextMethod
 from methods.losses import per_task_loss
 from methods.mesa import CausalMixer, MesaLayer, future_positions, mesa_parallel
 from methods.probes import is_autoregressive_regression, probe_analysis
+from methods.reference_algorithms import autoregressive_gradient, previous_states
 from methods.registry import register_method
 from methods.repurpose import repurposing_scores
 from methods.ssm import CausalGDSSM
@@ -275,8 +276,7 @@ def raw_tokens(sequence: Tensor) -> Tensor:
 
 def constructed_tokens(sequence: Tensor) -> Tensor:
     """e_t = (s_t, s_{t-1}) with s_0 = 0: ``[B, T, D]`` -> ``[B, T, 2D]``."""
-    previous = torch.cat([torch.zeros_like(sequence[:, :1]), sequence[:, :-1]], dim=1)
-    return torch.cat([sequence, previous], dim=-1)
+    return torch.cat([sequence, previous_states(sequence)], dim=-1)
 
 
 @dataclass(frozen=True)
@@ -371,16 +371,6 @@ class AutoregressiveGD(AutoregressiveReference):
                 self.model.moments += sums.double()
                 self.model.eta.fill_(float(self.model.moments[0] / self.model.moments[1]))
         return super().meta_train_step(batch)
-
-
-def autoregressive_gradient(sequence: Tensor) -> Tensor:
-    """``[B, T, D]`` -> ``[B, T, D]``: u_t = sum_{t'<t} s_{t'+1} (s_t' . s_t), minus the
-    gradient at W = 0 of the squared error on the transitions seen by step t, applied to s_t
-    (0 at t = 1, before any transition)."""
-    previous = torch.cat([torch.zeros_like(sequence[:, :1]), sequence[:, :-1]], dim=1)
-    # (s_t . s_{t'-1}) for t' <= t: the transition s_{t'-1} -> s_t' has been seen by step t.
-    future = future_positions(sequence.shape[1], sequence.device)
-    return (sequence @ previous.transpose(1, 2)).masked_fill(future, 0.0) @ sequence
 
 
 register_method(

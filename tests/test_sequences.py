@@ -110,7 +110,8 @@ def test_one_gd_step_reference_is_numpys_step_at_numpys_least_squares_rate():
     steps); causal linear attention with values s_t, keys s_{t-1} and queries s_t mixes the
     same step."""
     from benchmarks.running.execute import build_method
-    from methods.sequence import CausalLinearAttention, autoregressive_gradient
+    from methods.reference_algorithms import autoregressive_gradient
+    from methods.sequence import CausalLinearAttention
 
     source = LinDynConfig(dim=3, length=9).build()
     batches = [source.sample(4, seeded_generator(seed)) for seed in (5, 6)]
@@ -142,7 +143,7 @@ def test_one_gd_step_reference_scores_the_step_a_large_sample_fits():
     """The run's test loss against the same step, its rate fitted on 4,000 other sequences,
     scored by hand on the run's test sequences (the benchmark's defaults: D = 10, T = 50)."""
     from benchmarks.protocols.episodic import TEST, EpisodicConfig
-    from methods.sequence import autoregressive_gradient
+    from methods.reference_algorithms import autoregressive_gradient
 
     final = execute(plan_run("ar_gd", "lindyn", overrides={"iterations": "20",
                                                            "test_tasks": "300"},
