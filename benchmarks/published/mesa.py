@@ -42,6 +42,8 @@ def _one_step() -> Table:
                      {"heads": str(heads)}, budget, versus=gd, tolerance=0.03, relative=True,
                      cite=cite, cost_s={"quick": 8.5, "cpu": cost, "paper": cost})  # fmt: skip
 
+    layers = {2: layer(2, 120.0), 1: layer(1, 100.0)}
+
     return Table(
         "mesa-one-step",
         "One linear-attention layer trained on linear dynamics is one GD step on the "
@@ -51,8 +53,7 @@ def _one_step() -> Table:
             # The closed-form rate settles within a few batches; 200 is plenty.
             Claim(gd, "lindyn", "ar_gd", "final/test_loss", {"iterations": "200"},
                   cost_s={"quick": 10.0, "cpu": 10.0, "paper": 10.0}),
-            layer(2, 120.0),
-            layer(1, 100.0),
+            *layers.values(),
         ),  # fmt: skip
         note="The same runs as mesa-lindyn's linear-attention layer (2 heads), beside one "
         "gradient step from W = 0 on the transitions seen so far with the rate that minimises "
@@ -66,10 +67,8 @@ def _one_step() -> Table:
             (
                 Panel("Loss by time step", "time step t", "0.5 ||s_t+1 - f_t||^2", (
                     History("one GD step (fitted rate)", gd, "analysis/loss_by_t"),
-                    History("linear attention, 2 heads", layer(2, 0).label,
-                            "analysis/loss_by_t"),
-                    History("linear attention, 1 head", layer(1, 0).label,
-                            "analysis/loss_by_t"),
+                    *(History(f"linear attention, {heads} head(s)", line.label,
+                              "analysis/loss_by_t") for heads, line in layers.items()),
                 ), log_y=True),
             ),
         ),  # fmt: skip

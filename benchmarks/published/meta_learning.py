@@ -200,7 +200,8 @@ _FEW_SHOT_NOTE = (
 
 
 def _few_shot_line(label: str, method: str, metric: str, *, extra: dict[str, dict[str, str]]
-                   | None = None, **fields) -> Claim:  # fmt: skip
+                   | None = None, cost_s: dict[str, float] = _FEW_SHOT_COST,
+                   **fields) -> Claim:  # fmt: skip
     """A few-shot chapter line: the substitute at quick / cpu, the thesis' set at paper;
     ``extra`` adds settings per preset (``"all"``: every preset)."""
     extra = extra or {}
@@ -208,7 +209,7 @@ def _few_shot_line(label: str, method: str, metric: str, *, extra: dict[str, dic
                        **extra.get(preset, {})} for preset in PRESETS}  # fmt: skip
     return Claim(label, _SUBSTITUTE, method, metric, budget=budget,
                  benchmark_at={"paper": _THESIS_SET}, benchmark_preset={"paper": "sparse-maml"},
-                 cost_s=fields.pop("cost_s", _FEW_SHOT_COST), **fields)  # fmt: skip
+                 cost_s=cost_s, **fields)  # fmt: skip
 
 
 def _sparse_depth() -> Table:
