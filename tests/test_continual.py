@@ -95,6 +95,16 @@ def test_permutations_are_fixed_per_task_and_the_first_task_is_permuted_too():
     assert torch.equal(x_a, x_b)  # the same permutation in every run
     raw = small_arrays()["x_test"].reshape(-1, 784).float() / 255
     assert torch.equal(x_a, raw[:, perms[2]])
+    # The test sets come from a cached, scaled copy: each task's equals the training path's
+    # transform of the same images, and a caller that writes into one leaves the next intact.
+    images = small_arrays()["x_test"][: config.test_per_task]
+    for transform in ("permutations", "rotations"):
+        other = TaskStream(StreamConfig(transform=transform, tasks=5, train_per_task=20),
+                           small_arrays())
+        for task in (0, 3, 3):
+            shown, _ = other.test_task(task)
+            assert torch.equal(shown, other.transform(task, images))
+            shown.fill_(7.0)
 
 
 def test_stream_sample_counts_ranges_and_seeds():
@@ -290,6 +300,73 @@ def test_protocol_builds_the_accuracy_matrix_after_every_task():
     assert recorder.checkpoint["progress"]["task"] == 3 and recorder.checkpoint["iteration"] == 6
     steps = [s for s, _ in recorder.metrics["continual/accuracy_seen_tasks"]]
     assert steps == [1, 2, 3]
+
+
+def test_metrics_only_evaluation_scores_what_the_metrics_read_and_nothing_else():
+    stream = TaskStream(StreamConfig(tasks=4, train_per_task=20, test_per_task=30), small_arrays())
+    finals, recorders, calls = {}, {}, {}
+    for evaluate in ("all", "metrics"):
+        oracle, recorder = _Oracle(stream), MemoryRecorder()
+        protocol = ContinualProtocol(ContinualConfig(batch_size=10, evaluate=evaluate), stream,
+                                     0, recorder, torch.device("cpu"))  # fmt: skip
+        scored = []
+        score = protocol.accuracy
+        protocol.accuracy = lambda method, task, score=score, scored=scored: (
+            scored.append(task) or score(method, task))  # fmt: skip
+        finals[evaluate], recorders[evaluate] = protocol.run(oracle), recorder
+        calls[evaluate] = scored
+    metrics = ["final/ra", "final/bti", "final/bwt", "final/la", "final/fwt"]
+    assert {k: finals["metrics"][k] for k in metrics} == {k: finals["all"][k] for k in metrics}
+    # The untrained learner on all 4, tasks t and t+1 after tasks 0-2, all 4 after the last.
+    assert calls["all"] == [0, 1, 2, 3] * 5
+    assert calls["metrics"] == [0, 1, 2, 3, 0, 1, 1, 2, 2, 3, 0, 1, 2, 3]
+    csv = recorders["metrics"].artifacts["accuracy_matrix.csv"].splitlines()
+    assert csv[2].startswith("0,1.000000,") and csv[2].endswith(",,")  # tasks 2, 3 not scored
+    assert csv[5] == "3,1.000000,1.000000,1.000000,1.000000"
+    seen = recorders["metrics"].metrics["continual/accuracy_seen_tasks"]
+    assert [s for s, _ in seen] == [4]  # a partial row has no mean
+    assert len(recorders["metrics"].metrics["continual/accuracy_current_task"]) == 4
+
+
+def _continual_methods() -> list[str]:
+    import methods  # noqa: F401  (registers the built-ins)
+    from methods.registry import METHODS
+
+    return sorted(e.name for e in METHODS
+                  if e.source == "built-in" and "continual" in e.value.cls.protocols)  # fmt: skip
+
+
+@pytest.mark.parametrize("method", _continual_methods())
+def test_every_continual_method_scores_the_same_when_only_the_metrics_entries_are_scored(
+    method,
+):
+    """Scoring is free of side effects for every registered learner: leaving out the
+    entries no metric reads changes no metric."""
+    from methods.registry import METHODS
+
+    entry = METHODS.get(method).value
+    stream = TaskStream(StreamConfig(tasks=3, train_per_task=30, test_per_task=40),
+                        learnable_arrays())  # fmt: skip
+    finals = []
+    for evaluate in ("all", "metrics"):
+        torch.manual_seed(0)
+        learner = entry.cls(entry.cls.Config(**entry.defaults), stream.problem,
+                            torch.device("cpu"))  # fmt: skip
+        protocol = ContinualProtocol(ContinualConfig(evaluate=evaluate), stream, 0,
+                                     MemoryRecorder(), torch.device("cpu"))  # fmt: skip
+        final = protocol.run(learner)
+        finals.append({k: final[k] for k in ("final/ra", "final/bti", "final/la", "final/fwt")})
+    assert finals[0] == finals[1]
+    assert finals[0]["final/la"] > 0.3  # it learned something: the scores are not chance
+
+
+def test_metrics_read_no_entry_that_was_not_scored():
+    r = torch.full((3, 3), math.nan)
+    r[0, :2], r[1, 1:], r[2] = 0.5, 0.5, 0.5
+    assert continual_metrics(r, torch.zeros(3))["ra"] == 0.5
+    r[1, 2] = math.nan
+    with pytest.raises(ValueError, match="lacks an entry"):
+        continual_metrics(r, torch.zeros(3))
 
 
 def test_a_diverging_learner_stops_with_a_clear_message():

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import matplotlib
 
 matplotlib.use("Agg")
@@ -113,13 +115,18 @@ def accuracy_matrix_figure(matrix) -> Figure:
 
 
 def accuracy_matrix_table(matrix, initial=None) -> str:
-    """CSV of the accuracy matrix; the row ``init`` is the untrained learner."""
+    """CSV of the accuracy matrix; the row ``init`` is the untrained learner; an entry not
+    scored (``evaluate="metrics"``) is an empty cell."""
     tasks = len(matrix)
+
+    def cells(values) -> str:
+        return ",".join("" if math.isnan(float(v)) else f"{float(v):.6f}" for v in values)
+
     rows = ["after_task," + ",".join(f"task_{j}" for j in range(tasks))]
     if initial is not None:
-        rows.append("init," + ",".join(f"{float(v):.6f}" for v in initial))
+        rows.append("init," + cells(initial))
     for t in range(tasks):
-        rows.append(f"{t}," + ",".join(f"{float(v):.6f}" for v in matrix[t]))
+        rows.append(f"{t}," + cells(matrix[t]))
     return "\n".join(rows) + "\n"
 
 

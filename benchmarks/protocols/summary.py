@@ -38,11 +38,17 @@ def continual_metrics(
     - ``bwt``: the same over the first ``T - 1`` tasks (GEM's convention; 0 for one task);
     - ``la``: learning accuracy, ``mean_t R[t, t]``;
     - ``fwt``: forward transfer, ``mean_{j >= 1} (R[j-1, j] - initial[j])`` (GEM's).
+
+    Entries outside those (a run with ``evaluate="metrics"``) may be NaN.
     """
     r = torch.as_tensor(matrix, dtype=torch.float64)
     if r.ndim != 2 or r.shape[0] != r.shape[1]:
         raise ValueError(f"accuracy matrix must be square [T, T], got {tuple(r.shape)}")
     tasks = r.shape[0]
+    read = [r[-1], r.diagonal()] + ([r.diagonal(offset=1)] if initial is not None else [])
+    if any(part.isnan().any() for part in read):  # only entries nobody scored are NaN
+        raise ValueError("the accuracy matrix lacks an entry the metrics read "
+                         "(R[t, t], R[t, t+1] or the last row)")
     diagonal = r.diagonal()
     forgetting = r[-1] - diagonal
     out = {
