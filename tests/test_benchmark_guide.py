@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+import pytest
 from mlflow.tracking import MlflowClient
 
 from tests.helpers import (
@@ -28,6 +29,7 @@ def test_the_guide_shows_the_installed_example_exactly():
     assert toml.strip() in (package / "pyproject.toml").read_text()
 
 
+@pytest.mark.slow  # end to end through several real CLI processes: with the long checks
 def test_the_guides_benchmark_runs_through_list_show_run_resume_and_leaderboard(
     tmp_path, store, run_cli
 ):

@@ -187,6 +187,7 @@ def test_leaderboard_groups_seeds(store, capsys):
     assert seeds == {"fomaml": 2, "anil": 1}
 
 
+@pytest.mark.slow  # a fault drill: real processes interrupted or cut off, a real store
 def test_interrupted_run_is_killed_and_resumes_to_identical_numbers(store, tmp_path):
     from benchmarks.metrics.catalog import measures_the_machine
 
@@ -392,6 +393,7 @@ def test_output_paths_and_run_ids_of_the_wrong_kind_are_one_line_and_exit_2(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file", "store"]  # nothing new
 
 
+@pytest.mark.slow  # end to end through several real CLI processes: with the long checks
 def test_a_deleted_experiment_is_restored_and_an_ascii_terminal_fails_no_run(store, run_cli):
     """The benchmark's experiment deleted in the MLflow UI: the next run restores it (with a
     word) instead of failing; an ASCII-only output encoding prints "±" as "?"."""

@@ -75,6 +75,7 @@ def test_the_guide_shows_the_installed_example_exactly():
     assert toml.strip() in (package / "pyproject.toml").read_text()
 
 
+@pytest.mark.slow  # end to end through several real CLI processes: with the long checks
 def test_the_guides_method_runs_through_list_show_run_resume_and_leaderboard(
     plugin_site, run_cli, tmp_path, store
 ):
@@ -163,6 +164,7 @@ def test_plugins_must_state_the_plugin_api_they_were_written_for(tmp_path, run_c
     assert refused.returncode == 2 and "unknown method 'future'" in refused.stderr
 
 
+@pytest.mark.slow  # end to end through several real CLI processes: with the long checks
 def test_a_plugin_taking_a_builtin_name_is_refused_alone(plugin_site, tmp_path, store, run_cli):
     other = tmp_path / "other"
     make_distribution(

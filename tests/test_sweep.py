@@ -99,6 +99,7 @@ def test_an_unknown_key_in_a_sweep_file_names_the_file_the_layer_and_close_match
     assert stored_runs(store) == []
 
 
+@pytest.mark.slow  # end to end through several real CLI processes: with the long checks
 def test_local_sweep_isolates_failures_and_skips_finished_cells_on_rerun(store, capsys):
     args = ["sweep", "--benchmark", "sinusoid-5shot", "--methods", "maml,fomaml", "--seeds",
             "0-1", "--grid", "inner_lr=0.01,1e9", *FAST, "--workers", "2",
@@ -176,6 +177,7 @@ def test_sweeps_run_together_share_the_workers_and_keep_their_own_parents(store)
     assert [(len(r.done), len(r.skipped)) for r in again] == [(0, 1), (0, 1)]
 
 
+@pytest.mark.slow  # a fault drill: real processes interrupted or cut off, a real store
 def test_sweeps_stopped_by_an_error_close_every_parent_killed_and_resume(store, monkeypatch):
     """The pool fails after one cell (as a lost Ray head would): the error goes on up, both
     parents are closed KILLED (none left RUNNING) with the finished cell counted, and the
@@ -294,6 +296,7 @@ def test_a_ray_sweep_starts_its_own_instance_beside_a_cluster_left_running(tmp_p
         subprocess.run([ray, "stop", "--force"], capture_output=True, timeout=120)
 
 
+@pytest.mark.slow  # end to end through several real CLI processes: with the long checks
 def test_warm_cells_give_the_numbers_of_cold_ones_and_keep_failures_apart(tmp_path, capsys):
     """--warm forks each cell from one launcher: every cell's final metrics equal the same
     cell's run as its own process (bit for bit), a diverging cell fails alone, and a rerun
