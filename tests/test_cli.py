@@ -187,7 +187,7 @@ def test_leaderboard_groups_seeds(store, capsys):
     assert seeds == {"fomaml": 2, "anil": 1}
 
 
-@pytest.mark.slow  # a fault drill: real processes interrupted or cut off, a real store
+@pytest.mark.slow  # a fault drill: a real run process interrupted, then resumed
 def test_interrupted_run_is_killed_and_resumes_to_identical_numbers(store, tmp_path):
     from benchmarks.metrics.catalog import measures_the_machine
 

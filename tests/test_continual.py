@@ -476,7 +476,7 @@ def test_an_episodic_method_on_a_stream_is_refused_with_the_protocols(capsys):
     assert "supports protocols ['episodic']" in err and "'continual'" in err
 
 
-@pytest.mark.slow  # a fault drill: real processes interrupted or cut off, a real store
+@pytest.mark.slow  # a fault drill: a run stopped mid-stream, resumed through a real store
 def test_an_interrupted_cli_run_resumes_through_the_store_to_the_same_numbers(
     tmp_path, store, monkeypatch, capsys
 ):

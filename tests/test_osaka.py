@@ -257,7 +257,7 @@ def test_osaka_methods_run_end_to_end(method, data_root, store, capsys):
         assert "final/boundary_recall" in board["columns"]
 
 
-@pytest.mark.slow  # a fault drill: real processes interrupted or cut off, a real store
+@pytest.mark.slow  # a long check: a stream stopped and resumed in memory, twice over
 def test_an_interrupted_stream_resumes_to_the_same_numbers(data_root):
     from benchmarks.planning.plan import plan_run
     from benchmarks.running.execute import execute
@@ -327,7 +327,7 @@ def test_prolonged_cmaml_updates_the_slow_weights_at_boundaries_and_full_buffers
     assert changed == [False, False, False, False, True, False, True, False]
 
 
-@pytest.mark.slow  # a fault drill: real processes interrupted or cut off, a real store
+@pytest.mark.slow  # a fault drill: a run stopped in either phase, resumed through a real store
 def test_an_interrupted_cli_run_resumes_from_either_phase(data_root, store, monkeypatch, capsys):
     from benchmarks.running.console import TrainingProgress
 

@@ -121,7 +121,7 @@ def test_a_live_run_is_not_stale(store, capsys, monkeypatch):
 
 
 # -- signals and pipes ---------------------------------------------------------------------
-@pytest.mark.slow  # a fault drill: real processes interrupted or cut off, a real store
+@pytest.mark.slow  # a fault drill: a real run process signalled
 @pytest.mark.parametrize("signum", [signal.SIGHUP, signal.SIGTERM])
 def test_sighup_and_sigterm_mark_the_run_killed_and_resumable(store, signum):
     process = _start(store)
@@ -134,7 +134,7 @@ def test_sighup_and_sigterm_mark_the_run_killed_and_resumable(store, signum):
     assert f"resume with --resume {run.info.run_id}" in err
 
 
-@pytest.mark.slow  # a fault drill: real processes interrupted or cut off, a real store
+@pytest.mark.slow  # a fault drill: a real run process's output pipe closed
 def test_a_closed_output_pipe_loses_nothing_and_says_so_in_one_line(store, tmp_path):
     # Piped output is not a terminal: nothing is drawn while training, so the closed pipe
     # shows only at the end. The trained run must be recorded FINISHED (before: a
@@ -283,7 +283,7 @@ def test_a_truncated_data_file_is_refused_in_one_line(store, tmp_path, capsys):
     assert "lacks keys" in capsys.readouterr().err
 
 
-@pytest.mark.slow  # a fault drill: real processes interrupted or cut off, a real store
+@pytest.mark.slow  # a fault drill: a real process and no tracking server
 def test_an_unreachable_tracking_server_is_reported_within_seconds(run_cli):
     began = time.monotonic()
     done = run_cli("run", "--method", "maml", "--tracking-uri", f"http://127.0.0.1:{free_port()}")
@@ -369,7 +369,7 @@ def test_exclusive_runs_never_repeat_a_finished_cell(store, capsys):
     assert [r["n"] for r in board["rows"] if r["method"] == "fomaml"] == [1]
 
 
-@pytest.mark.slow  # a fault drill: real processes interrupted or cut off, a real store
+@pytest.mark.slow  # a fault drill: runs left without a heartbeat, then a sweep
 def test_a_sweep_closes_its_own_lost_cells_when_it_starts(store, capsys, monkeypatch):
     monkeypatch.setenv(INTERVAL_ENV, "0.2")
     overrides = dict(item.split("=") for item in TINY[1::2])
@@ -429,7 +429,7 @@ def test_a_synthetic_run_records_no_data_files(store, monkeypatch):
     assert "data_files.json" not in names and run.data.params["data_root"] == "-"
 
 
-@pytest.mark.slow  # a fault drill: real processes interrupted or cut off, a real store
+@pytest.mark.slow  # a fault drill: Ctrl-C to a real process waiting for a claim
 def test_ctrl_c_while_waiting_for_a_claim_says_one_line_and_records_nothing(store):
     overrides = dict(item.split("=") for item in TINY[1::2])
     plan = plan_run("fomaml", "sinusoid-5shot", 0, overrides, device="cpu")

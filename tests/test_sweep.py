@@ -177,7 +177,7 @@ def test_sweeps_run_together_share_the_workers_and_keep_their_own_parents(store)
     assert [(len(r.done), len(r.skipped)) for r in again] == [(0, 1), (0, 1)]
 
 
-@pytest.mark.slow  # a fault drill: real processes interrupted or cut off, a real store
+@pytest.mark.slow  # a fault drill: a sweep's pool failing mid-sweep, then resumed
 def test_sweeps_stopped_by_an_error_close_every_parent_killed_and_resume(store, monkeypatch):
     """The pool fails after one cell (as a lost Ray head would): the error goes on up, both
     parents are closed KILLED (none left RUNNING) with the finished cell counted, and the
