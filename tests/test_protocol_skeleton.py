@@ -147,4 +147,4 @@ def test_untimed_work_does_not_count_as_training_time():
     with state.untimed():
         time.sleep(0.4)
     state.stop_clock()
-    assert state.elapsed < 0.2  # counted, the pause alone would be 0.4 s; slack for a busy host
+    assert state.elapsed < 0.1  # a quarter of the pause, as before; 0.1 s of slack for a busy host
