@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +16,17 @@ import torch
 from tests.helpers import ROOT, python_env
 
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+
+# A skip other than the hardware's fails a strict run (CI); pytester runs that rule's test.
+pytest_plugins = ["tests.skip_policy", "pytester"]
+
+# Under pytest-xdist each worker gets one core: torch's and the BLAS's threads are capped
+# at one, in this process and in the CLI processes it starts (measured: tiny tensors gain
+# nothing from a second thread, and two workers of two threads each fight for two cores).
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    for variable in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ[variable] = "1"
+    torch.set_num_threads(1)
 
 # A shell starts a background job (`pytest &`) with SIGINT ignored, and an ignored signal
 # stays ignored across exec: every CLI process a drill interrupts with Ctrl-C would then run
@@ -49,9 +62,44 @@ def _no_test_writes_the_default_store():
     assert _default_store_state() == before, "this test wrote into ./runs (pass a store)"
 
 
+@pytest.fixture(scope="session")
+def _store_template(tmp_path_factory) -> Path:
+    """A new store exactly as ``open_store`` leaves one (schema migrated, no default
+    experiment, write-ahead log, tag index), made once per session: MLflow's migrations
+    take 1.5-3 s per new store, most of a short test's time."""
+    from benchmarks.store.tracking import open_store
+
+    db = tmp_path_factory.mktemp("store-template") / "mlflow.db"
+    open_store(f"sqlite:///{db}")
+    with sqlite3.connect(db) as connection:  # the whole store in the one file, to copy it
+        connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    return db
+
+
 @pytest.fixture
-def store(tmp_path: Path) -> str:
-    """A fresh SQLite tracking URI (absolute path) inside the test's temp dir."""
+def new_store(tmp_path: Path, _store_template: Path):
+    """``new_store(folder)``: the tracking URI (an absolute path) of a new, empty SQLite
+    store in ``folder`` of the test's temp dir, a copy of the session's template. Tests of
+    creating a store, or of writing nothing at all, take :func:`unopened_store`."""
+
+    def make(folder: str = "store") -> str:
+        db = tmp_path / folder / "mlflow.db"
+        db.parent.mkdir(parents=True)
+        shutil.copyfile(_store_template, db)
+        return f"sqlite:///{db}"
+
+    return make
+
+
+@pytest.fixture
+def store(new_store) -> str:
+    """A new, empty SQLite store inside the test's temp dir (see :func:`new_store`)."""
+    return new_store()
+
+
+@pytest.fixture
+def unopened_store(tmp_path: Path) -> str:
+    """A SQLite tracking URI (absolute path) where no store exists yet."""
     return f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}"
 
 

@@ -40,6 +40,19 @@ def mlp_forward(weights: dict, inputs):
     return hidden @ weights["2.weight"].T + weights["2.bias"]
 
 
+def wait_for(predicate, what: str, timeout: float = 120.0, every: float = 0.1):
+    """Poll ``predicate`` until it returns something true and return that; fail, naming
+    ``what``, after ``timeout`` seconds. The deadline is generous on purpose: a test waits
+    on an event it can see, never on a guess of how fast the machine is."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        assert time.monotonic() < deadline, f"timed out after {timeout:g} s waiting for {what}"
+        time.sleep(every)
+
+
 def stored_runs(store: str, benchmark: str = "sinusoid-5shot") -> list:
     """Every run of ``benchmark`` in ``store``, as MLflow's run entities ([] before its
     experiment exists). Through the store's creation lock: a test may poll a store that a

@@ -42,13 +42,13 @@ def _runs(store: str, benchmark: str = "sinusoid-5shot"):
         (["show", "omniglot-5w"], "did you mean omniglot-5w5s or omniglot-5w1s"),
     ],
 )
-def test_bad_input_is_one_line_exit_2_and_writes_nothing(argv, message, store, capsys):
-    code = main([*argv, "--tracking-uri", store] if argv[0] == "run" else argv)
+def test_bad_input_is_one_line_exit_2_and_writes_nothing(argv, message, unopened_store, capsys):
+    code = main([*argv, "--tracking-uri", unopened_store] if argv[0] == "run" else argv)
     err = capsys.readouterr().err
     assert code == 2
     assert message in err
     assert err.count("\n") == 1 and err.startswith("error: ")
-    assert not _db(store).exists(), "bad input must not touch the store"
+    assert not _db(unopened_store).exists(), "bad input must not touch the store"
 
 
 def test_run_records_a_finished_run_with_final_metrics(store, capsys):
@@ -300,13 +300,14 @@ def test_another_datasets_package_and_ours_live_side_by_side(tmp_path):
         assert result.stdout.split() == ["someone", "else", "mesabench_datasets.tasks"]
 
 
-def test_gpu_request_without_gpu_is_bad_input(store, capsys, monkeypatch):
+def test_gpu_request_without_gpu_is_bad_input(unopened_store, capsys, monkeypatch):
     import torch
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    assert main(["run", "--method", "maml", "--device", "cuda", "--tracking-uri", store]) == 2
+    argv = ["run", "--method", "maml", "--device", "cuda", "--tracking-uri", unopened_store]
+    assert main(argv) == 2
     assert "no CUDA device is available" in capsys.readouterr().err
-    assert not _db(store).exists()
+    assert not _db(unopened_store).exists()
 
 
 def test_tasks_that_diverge_at_test_time_are_counted_not_hidden():

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import leaderboard_json, python_env
+from tests.skip_policy import skip_for_hardware
 
 pytestmark = pytest.mark.slow
 
@@ -24,11 +25,11 @@ pytestmark = pytest.mark.slow
 def _mount(folder: Path, size: str = "8m") -> None:
     folder.mkdir(parents=True, exist_ok=True)
     if shutil.which("mount") is None:
-        pytest.skip("no mount command here")
+        skip_for_hardware("no mount command here")
     done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)],
                           capture_output=True, text=True)  # fmt: skip
     if done.returncode != 0:
-        pytest.skip(f"this process cannot mount a tmpfs: {done.stderr.strip()[:120]}")
+        skip_for_hardware(f"this process cannot mount a tmpfs: {done.stderr.strip()[:100]}")
 
 
 @pytest.fixture

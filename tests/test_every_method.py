@@ -9,6 +9,7 @@ from mlflow.tracking import MlflowClient
 
 import methods  # noqa: F401  (registers the built-ins)
 from benchmarks.cli.main import main
+from benchmarks.metrics.catalog import describe, is_declared
 from methods.registry import METHODS
 from tests.helpers import CONTINUAL_TINY, OSAKA_TINY, TINY
 from tests.image_fixtures import write_mnist, write_omniglot
@@ -62,6 +63,11 @@ def test_registered_method_runs_end_to_end(method, store, tmp_path):
     (run,) = client.search_runs([client.get_experiment_by_name(benchmark).experiment_id])
     assert run.info.status == "FINISHED" and run.data.tags["mesabench.method"] == method
     assert math.isfinite(run.data.metrics[final_metric])
+    # Every final metric the run logged is declared (its direction and words), for every
+    # method and so every protocol: nothing on a board is guessed from a name.
+    final = sorted(k for k in run.data.metrics if k.startswith("final/"))
+    assert [k for k in final if not is_declared(k)] == []
+    assert not [k for k in final if "undeclared" in describe(k)]
 
 
 def test_the_registry_holds_every_family():

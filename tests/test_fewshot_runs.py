@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 from mlflow.tracking import MlflowClient
@@ -164,17 +166,13 @@ def test_miniimagenet_runs_end_to_end_in_both_formats(data_root, store, fmt):
     assert 0.0 <= run.data.metrics["final/test_accuracy"] <= 1.0
 
 
-def test_missing_image_data_is_bad_input_saying_where_we_looked(data_root, store, capsys):
-    code = main(
-        ["run", "--method", "maml", "--benchmark", "omniglot-20w1s", "--tracking-uri", store]
-    )
+def test_missing_image_data_is_bad_input_saying_where_we_looked(data_root, unopened_store, capsys):
+    argv = ["run", "--method", "maml", "--benchmark", "omniglot-20w1s"]
+    code = main([*argv, "--tracking-uri", unopened_store])
     err = capsys.readouterr().err
     assert code == 2
     assert "omniglot28.npz" in err and str(data_root) in err and "--data-root" in err
-    assert (
-        not store.startswith("sqlite:///")
-        or not __import__("pathlib").Path(store[len("sqlite:///") :]).exists()
-    )
+    assert not Path(unopened_store.removeprefix("sqlite:///")).exists()
 
 
 def test_preset_applies_sparse_maml_settings_and_set_still_wins(capsys):

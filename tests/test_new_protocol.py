@@ -88,7 +88,7 @@ def test_a_spec_stating_another_protocol_than_its_config_is_refused():
                       protocol_name="episodic")  # fmt: skip
 
 
-def test_the_new_protocol_runs_through_the_run_service_and_ranks(tmp_path):
+def test_the_new_protocol_runs_through_the_run_service_and_ranks(tmp_path, store):
     from mlflow.tracking import MlflowClient
     from rich.console import Console
 
@@ -96,7 +96,6 @@ def test_the_new_protocol_runs_through_the_run_service_and_ranks(tmp_path):
     from benchmarks.running.service import RunRequest, open_run, run_command
     from benchmarks.store.reader import open_reader
 
-    store = f"sqlite:///{tmp_path / 'mlflow.db'}"
     request = RunRequest(method="rounds_maml_test", benchmark=SPEC.name, settings={"rounds": "3"},
                          device="cpu", tracking_uri=store)  # fmt: skip
     started = open_run(request)

@@ -50,11 +50,17 @@ def make_distribution(
     (info / "entry_points.txt").write_text(entry_points)
 
 
+@pytest.fixture(scope="module")
+def guide_site(tmp_path_factory) -> Path:
+    """The guide's example installed with pip, once for the module (its tests only read it)."""
+    return install_plugin_package("my_methods", tmp_path_factory.mktemp("guide"))
+
+
 @pytest.fixture
-def plugin_site(tmp_path: Path) -> Path:
+def plugin_site(tmp_path: Path, guide_site: Path) -> Path:
     """The guide's example installed with pip, beside a distribution holding a plugin that
     cannot import and a plugin benchmark."""
-    site = install_plugin_package("my_methods", tmp_path)
+    site = guide_site
     extra = tmp_path / "extra"
     make_distribution(
         extra,
@@ -244,9 +250,9 @@ class Shots(Reptile):
 
 
 def test_a_plugin_field_shadowing_the_suites_settings_is_refused_at_registration(
-    tmp_path, run_cli
+    tmp_path, run_cli, guide_site
 ):
-    site = install_plugin_package("my_methods", tmp_path)
+    site = guide_site
     extra = tmp_path / "shadowing"
     make_distribution(extra, "shadows", "0.1", {"shadow_methods": SHADOWING},
                       "[mesabench.methods]\nseeded = shadow_methods:Seeded\n"

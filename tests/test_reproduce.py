@@ -179,8 +179,8 @@ TINY_TABLE = Table(
 )
 
 
-def test_a_table_runs_its_sweeps_then_reads_the_store_and_reuses_it(tmp_path):
-    tracker = MlflowTracker(f"sqlite:///{tmp_path / 'mlflow.db'}")
+def test_a_table_runs_its_sweeps_then_reads_the_store_and_reuses_it(tmp_path, store):
+    tracker = MlflowTracker(store)
     lines: list[str] = []
     outcome = reproduce(
         TINY_TABLE, tracker, "quick", workers=2, warm=True, progress=lines.append
@@ -221,10 +221,10 @@ def test_a_table_runs_its_sweeps_then_reads_the_store_and_reuses_it(tmp_path):
     assert [x.verdict for x in fresh.lines] == ["not run", "not run", "not run"]
 
 
-def test_lines_runs_only_the_chosen_lines_and_judges_the_rest_from_the_store(tmp_path):
+def test_lines_runs_only_the_chosen_lines_and_judges_the_rest_from_the_store(tmp_path, store):
     chosen = lines_to_run(TINY_TABLE, "PAIRED")  # any case, with the line it is held to
     assert [c.label for c in chosen] == ["maml", "fomaml = maml (paired)"]
-    tracker = MlflowTracker(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    tracker = MlflowTracker(store)
     outcome = reproduce(TINY_TABLE, tracker, "quick", seeds="0", lines="published", warm=True)
     methods = [
         r.data.tags["mesabench.method"]
@@ -291,7 +291,7 @@ def test_a_tables_cost_counts_each_run_once_and_says_what_is_unmeasured():
     assert table.cost_s("cpu", seeds=3) == (30.0, 3)
 
 
-def test_a_tables_figure_is_drawn_from_the_store_with_its_data(tmp_path, capsys):
+def test_a_tables_figure_is_drawn_from_the_store_with_its_data(tmp_path, capsys, store):
     """The figure's CSV holds each line's mean and std over seeds (recomputed here from
     MLflow's client) and a logged history's mean by step; the report shows the table."""
     from benchmarks.published.figures import Fixed, History, Level, Panel, Points, TableFigure
@@ -310,7 +310,7 @@ def test_a_tables_figure_is_drawn_from_the_store_with_its_data(tmp_path, capsys)
     ))  # fmt: skip
     table = Table("tiny-figure", TINY_TABLE.title, TINY_TABLE.source, TINY_TABLE.claims,
                   seeds="0-1", figure=figure)  # fmt: skip
-    tracker = MlflowTracker(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    tracker = MlflowTracker(store)
     outcome = reproduce(table, tracker, "quick", workers=2, warm=True)
     png = write_figure(outcome, tracker.client, tmp_path / "figures")
     assert png is not None and png.read_bytes()[:4] == b"\x89PNG"

@@ -30,6 +30,7 @@ from tests.helpers import (
     free_port,
     python_env,
     stored_runs,
+    wait_for,
 )
 from tests.image_fixtures import write_mnist
 
@@ -59,6 +60,17 @@ def _wait_for_checkpoint(store, process, timeout=120):
         time.sleep(0.2)
 
 
+def _stale_run(store: str, run_id: str):
+    """The run, if the store shows it RUNNING without a recent heartbeat; else None."""
+    run = MlflowClient(store).get_run(run_id)
+    return run if is_stale(run.info.status, run.data.tags, run.info.start_time) else None
+
+
+def _claimed(result):
+    """``result`` of ``claims.acquire`` if it is the claim itself, else None."""
+    return result if isinstance(result, claims.Claim) else None
+
+
 # -- heartbeats and stale runs -----------------------------------------------------------------
 def test_a_run_records_a_heartbeat_and_a_dead_one_is_shown_stale_then_closed(
     store, capsys, monkeypatch
@@ -69,14 +81,13 @@ def test_a_run_records_a_heartbeat_and_a_dead_one_is_shown_stale_then_closed(
     run_id = tracker.start(plan, "built-in")
     client = MlflowClient(store)
     first = float(client.get_run(run_id).data.tags[HEARTBEAT_TAG])
-    deadline = time.time() + 10  # polled: a busy host may delay one beat by a second or more
-    while True:
-        time.sleep(0.1)
+
+    def later_beat():  # the thread beats while the run lives
         tags = client.get_run(run_id).data.tags
-        second = float(tags[HEARTBEAT_TAG])
-        if second > first or time.time() > deadline:
-            break
-    assert second > first  # the thread beats while the run lives
+        return tags if float(tags[HEARTBEAT_TAG]) > first else None
+
+    tags = wait_for(later_beat, "a heartbeat after the start's")
+    second = float(tags[HEARTBEAT_TAG])
     # The same moment, readable in the UI: the epoch tag's second, in UTC.
     from datetime import datetime, timezone
 
@@ -85,10 +96,9 @@ def test_a_run_records_a_heartbeat_and_a_dead_one_is_shown_stale_then_closed(
     shown = datetime.strptime(tags[HEARTBEAT_UTC_TAG], "%Y-%m-%d %H:%M:%S UTC")
     assert shown.replace(tzinfo=timezone.utc).timestamp() == int(second)
     tracker._heartbeat.stop()  # the process "dies": no finish, no more beats
-    time.sleep(1.3)  # > 5 intervals
-    run = MlflowClient(store).get_run(run_id)
+    # Stale once 5 intervals pass without a beat: waited for, not slept through.
+    run = wait_for(lambda: _stale_run(store, run_id), "the dead run to go stale")
     assert run.info.status == "RUNNING"
-    assert is_stale("RUNNING", run.data.tags, run.info.start_time)
 
     capsys.readouterr()
     assert main(["leaderboard", "--tracking-uri", store, "--format", "json"]) == 0
@@ -113,17 +123,25 @@ def test_a_run_records_a_heartbeat_and_a_dead_one_is_shown_stale_then_closed(
 
 
 def test_a_live_run_is_not_stale(store, capsys, monkeypatch):
-    # A one-second beat, judged after six: the start's own beat is then past the 5-beat
-    # limit, so only later beats keep the run fresh, and a beat may come up to 5 s late (a
-    # busy CI host) before the run looks dead. At 0.2 s the margin was 1 s, and CI missed it.
-    monkeypatch.setenv(INTERVAL_ENV, "1")
+    # Judged on what the store shows, not after a fixed sleep: the thread's beats are polled
+    # for until two have come after the start's (so beating goes on), and the run is then
+    # judged at once. Two-second beats leave a busy host 10 s between a beat and its
+    # reading before a live run could look dead (at 0.2 s beats CI once missed by a second).
+    monkeypatch.setenv(INTERVAL_ENV, "2")
     tracker = MlflowTracker(store)
     run_id = tracker.start(plan_run("maml", "sinusoid-5shot", 0, device="cpu"), "built-in")
-    started = float(MlflowClient(store).get_run(run_id).data.tags[HEARTBEAT_TAG])
-    time.sleep(6)
-    run = MlflowClient(store).get_run(run_id)
+    client = MlflowClient(store)
+    beats = [float(client.get_run(run_id).data.tags[HEARTBEAT_TAG])]
+
+    def second_later_beat():
+        run = client.get_run(run_id)
+        beat = float(run.data.tags[HEARTBEAT_TAG])
+        if beat > beats[-1]:
+            beats.append(beat)
+        return run if len(beats) >= 3 else None
+
+    run = wait_for(second_later_beat, "two heartbeats after the start's")
     beat = float(run.data.tags[HEARTBEAT_TAG])
-    assert beat > started + 1, "the heartbeat thread wrote no beat after the start's"
     assert not is_stale(run.info.status, run.data.tags, run.info.start_time), (
         f"last beat {time.time() - beat:.1f} s ago")
     capsys.readouterr()
@@ -272,24 +290,25 @@ def test_a_checkpoint_this_version_cannot_continue_is_refused_and_the_run_left_k
         ("outer_lr=-inf", "must be a finite number"),
     ],
 )
-def test_bad_numbers_are_refused_in_one_line(store, capsys, setting, words):
-    assert main(["run", "--method", "maml", "--set", setting, "--tracking-uri", store]) == 2
+def test_bad_numbers_are_refused_in_one_line(unopened_store, capsys, setting, words):
+    argv = ["run", "--method", "maml", "--set", setting, "--tracking-uri", unopened_store]
+    assert main(argv) == 2
     err = capsys.readouterr().err
     assert words in err and len(err.strip().splitlines()) == 1
-    assert not _db(store).exists()
+    assert not _db(unopened_store).exists()
 
 
-def test_a_truncated_data_file_is_refused_in_one_line(store, tmp_path, capsys):
+def test_a_truncated_data_file_is_refused_in_one_line(unopened_store, tmp_path, capsys):
     path = write_mnist(tmp_path / "data")
     data = path.read_bytes()
     path.write_bytes(data[: len(data) // 2])  # a half-written copy
     args = ["run", "--method", "online_sgd", "--benchmark", "mnist-rotations", *CONTINUAL_TINY,
-            "--data-root", str(path.parent), "--tracking-uri", store]  # fmt: skip
+            "--data-root", str(path.parent), "--tracking-uri", unopened_store]  # fmt: skip
     capsys.readouterr()
     assert main(args) == 2
     err = capsys.readouterr().err
     assert "truncated or corrupt" in err and len(err.strip().splitlines()) == 1
-    assert not _db(store).exists()
+    assert not _db(unopened_store).exists()
     np.savez(path, x_train=np.zeros((2, 28, 28), np.uint8))  # readable, but lacking keys
     assert main(args) == 2
     assert "lacks keys" in capsys.readouterr().err
@@ -305,12 +324,15 @@ def test_an_unreachable_tracking_server_is_reported_within_seconds(run_cli):
     assert "Traceback" not in done.stderr
 
 
-def test_a_relative_sqlite_uri_is_resolved_against_the_working_directory(run_cli, tmp_path):
-    done = run_cli("run", "--method", "fomaml", *TINY, "--tracking-uri", "sqlite:///rel/m.db",
-                   cwd=tmp_path)  # fmt: skip
-    assert done.returncode == 0, done.stderr
+def test_a_relative_sqlite_uri_is_resolved_against_the_working_directory(
+    tmp_path, capsys, monkeypatch
+):
+    monkeypatch.chdir(tmp_path)  # in-process: the working directory is the question
+    code = main(["run", "--method", "fomaml", *TINY, "--tracking-uri", "sqlite:///rel/m.db"])
+    out = capsys.readouterr().out
+    assert code == 0
     assert (tmp_path / "rel" / "m.db").exists()
-    assert f"sqlite:///{tmp_path.resolve()}/rel/m.db" in done.stdout.replace("\n", "")
+    assert f"sqlite:///{tmp_path.resolve()}/rel/m.db" in out.replace("\n", "")
 
 
 def test_ray_resources_beyond_the_cluster_are_refused():
@@ -362,8 +384,11 @@ def test_a_dead_holders_claim_is_taken_over(store, monkeypatch):
     assert isinstance(held, claims.Holder) and held.run_id == run_id
     assert "running as run" in held.describe()
     tracker._heartbeat.stop()  # the holder dies without releasing
-    time.sleep(5.5)
-    taken = claims.acquire(tracker.client, plan.benchmark, plan.config_hash(), 0)
+    # Taken over once the holder is 5 beats late: polled for, not slept through.
+    taken = wait_for(
+        lambda: _claimed(claims.acquire(tracker.client, plan.benchmark, plan.config_hash(), 0)),
+        "the dead holder's claim to be taken over",
+    )
     assert isinstance(taken, claims.Claim)
 
 
@@ -393,7 +418,8 @@ def test_a_sweep_closes_its_own_lost_cells_when_it_starts(store, capsys, monkeyp
     stranger = other.start(plan_run("anil", "sinusoid-5shot", 0, overrides, device="cpu"), "x")
     tracker._heartbeat.stop()
     other._heartbeat.stop()
-    time.sleep(1.3)
+    for run_id in (lost, stranger):  # stale after 5 missed beats: waited for, not slept
+        wait_for(lambda run_id=run_id: _stale_run(store, run_id), "the lost runs to go stale")
     capsys.readouterr()
     code = main(["sweep", "--benchmark", "sinusoid-5shot", "--methods", "fomaml", "--seeds", "0",
                  *TINY, "--tracking-uri", store])  # fmt: skip

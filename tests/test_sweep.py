@@ -34,19 +34,22 @@ def _cells(runs):
 
 
 @pytest.mark.slow  # a fault drill: four processes racing to create one store
-def test_processes_opening_a_fresh_store_at_once_all_succeed(tmp_path, store):
+def test_processes_opening_a_fresh_store_at_once_all_succeed(tmp_path, unopened_store):
     # MLflow builds a new SQLite store's schema on first open; unguarded, four openers
     # at once collide mid-migration (table already exists / alembic version mismatch).
     code = "import sys; from benchmarks.store.tracking import open_store; open_store(sys.argv[1])"
     openers = [
         subprocess.Popen(
-            [sys.executable, "-c", code, store], env=python_env(), stderr=subprocess.PIPE, text=True
+            [sys.executable, "-c", code, unopened_store],
+            env=python_env(),
+            stderr=subprocess.PIPE,
+            text=True,
         )
         for _ in range(4)
     ]
     errors = [p.communicate(timeout=120)[1] for p in openers]
     assert [p.returncode for p in openers] == [0] * 4, errors[0][-1500:]
-    assert MlflowClient(store).search_experiments() is not None
+    assert MlflowClient(unopened_store).search_experiments() is not None
 
 
 def test_seeds_cells_and_sweep_files(tmp_path):
@@ -249,6 +252,7 @@ def test_a_killed_sweep_resumes_with_the_remaining_cells_only(store, tmp_path):
     assert len(finished) == 4 and len(set(finished)) == 4  # nothing finished twice
 
 
+@pytest.mark.xdist_group("ray")  # one worker: a drill's `ray stop --force` ends every local Ray
 @pytest.mark.slow
 def test_ray_backend_gives_the_local_leaderboard(tmp_path, capsys):
     """The same sweep on the local pool, as Ray tasks, and as warm cells on Ray (forked
@@ -272,6 +276,7 @@ def test_ray_backend_gives_the_local_leaderboard(tmp_path, capsys):
     assert boards["ray"] == boards["local"] == boards["ray-warm"] and len(boards["ray"]) == 2
 
 
+@pytest.mark.xdist_group("ray")  # one worker: a drill's `ray stop --force` ends every local Ray
 @pytest.mark.slow
 def test_a_ray_sweep_starts_its_own_instance_beside_a_cluster_left_running(tmp_path):
     """Before: with a Ray cluster left running on the machine (a killed sweep's, another
@@ -377,6 +382,7 @@ def test_leaderboard_and_ui_keep_working_while_a_sweep_writes(tmp_path, store, c
     assert len([r for r in _cells(stored_runs(store)) if r.info.status == "FINISHED"]) == 4
 
 
+@pytest.mark.xdist_group("ray")  # one worker: a drill's `ray stop --force` ends every local Ray
 @pytest.mark.slow
 def test_ray_cells_no_node_can_place_are_refused_before_anything_runs(tmp_path, run_cli):
     store = f"sqlite:///{tmp_path / 'mlflow.db'}"

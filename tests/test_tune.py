@@ -55,11 +55,10 @@ def test_tune_refuses_what_it_cannot_do_fairly_in_one_line(tmp_path, capsys):
         [e.experiment_id for e in MlflowClient(store).search_experiments()])  # fmt: skip
 
 
-def test_a_trials_value_is_its_validation_at_the_iteration_it_selected(tmp_path):
+def test_a_trials_value_is_its_validation_at_the_iteration_it_selected(tmp_path, store):
     from benchmarks.store.tracking import MlflowTracker
     from benchmarks.sweeps.tune import MethodTune
 
-    store = f"sqlite:///{tmp_path / 'mlflow.db'}"
     spec = TuneSpec("sinusoid-5shot", ("maml",), trials=1, seeds=(0,), tune_seeds=(100, 101))
     tune = MethodTune("maml", {"inner_lr": FloatRange(0.001, 1.0)}, "t1")
     sweep = _trial_spec(spec, tune, 0, {"inner_lr": 0.05})
@@ -75,10 +74,11 @@ def test_a_trials_value_is_its_validation_at_the_iteration_it_selected(tmp_path)
     assert trial_value(MlflowTracker(store), sweep, "val/loss") == pytest.approx((0.3 + 0.7) / 2)
 
 
-def test_boards_leave_trials_out_and_label_a_tuned_row_apart_from_an_untuned_one(tmp_path, capsys):
+def test_boards_leave_trials_out_and_label_a_tuned_row_apart_from_an_untuned_one(
+    tmp_path, capsys, store
+):
     from tests.helpers import leaderboard_json
 
-    store = f"sqlite:///{tmp_path / 'mlflow.db'}"
     selected = json.dumps({"role": "selected", "tune": "t1", "trials": 20,
                            "selected_on": "val/loss", "trial": 3}, sort_keys=True)  # fmt: skip
     trial = json.dumps({"role": "trial", "tune": "t1", "trial": 0}, sort_keys=True)
