@@ -8,6 +8,7 @@ is set (docs/RESULTS.md, "Fault drills").
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import signal
@@ -23,7 +24,7 @@ from mlflow.tracking import MlflowClient
 from benchmarks.store.lifecycle import INTERVAL_ENV, is_stale
 from benchmarks.store.tracking import open_store
 from benchmarks.sweeps.sweep import SWEEP_TAG
-from tests.helpers import python_env, stored_runs
+from tests.helpers import python_env, stored_runs, wait_for
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[1]
@@ -56,14 +57,9 @@ def _cell_runs(store):
     return client, [r for r in runs if SWEEP_TAG not in r.data.tags]
 
 
-def _wait(predicate, timeout=180, what="condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.3)
-    raise AssertionError(f"timed out waiting for {what}")
+#: The suite's poll for an observable event, at a drill's pace: the store is read every
+#: 0.3 s (each read is a query beside the cells' writes), for up to 3 minutes.
+_wait = functools.partial(wait_for, timeout=180, every=0.3)
 
 
 def _training_cells(store, count):
@@ -262,16 +258,16 @@ def test_ctrl_c_to_a_sweep_started_in_the_background_is_ignored_by_its_cells_too
     # gets one mid-training, whether the two train side by side or one after the other (a
     # loaded or a fast machine gives either; waiting for both at once timed out under load).
     interrupted: set[str] = set()
-    deadline = time.monotonic() + 400
-    while sweep.poll() is None and len(interrupted) < 2:
-        assert time.monotonic() < deadline, "timed out waiting for the cells to train"
-        _, runs = _cell_runs(store)
-        for run in runs:
+
+    def each_training_cell_interrupted() -> bool:
+        for run in _cell_runs(store)[1]:
             training = run.info.status == "RUNNING" and "train/loss" in run.data.metrics
             if training and run.info.run_id not in interrupted:
                 os.killpg(sweep.pid, signal.SIGINT)  # what the terminal's Ctrl-C does
                 interrupted.add(run.info.run_id)
-        time.sleep(0.3)
+        return len(interrupted) == 2 or sweep.poll() is not None
+
+    _wait(each_training_cell_interrupted, timeout=400, what="the cells to train")
     out, _ = sweep.communicate(timeout=400)
     assert sweep.returncode == 0, out
     assert len(interrupted) == 2, f"Ctrl-C reached {len(interrupted)} of 2 cells mid-training"
