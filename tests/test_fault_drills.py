@@ -62,15 +62,22 @@ def _cell_runs(store):
 _wait = functools.partial(wait_for, timeout=180, every=0.3)
 
 
-def _training_cells(store, count):
-    """Cell runs that are RUNNING and have logged training metrics (mid-cell)."""
+def _training_cells(store, count, sweep=None):
+    """Cell runs that are RUNNING and have logged training metrics (mid-cell). If none come,
+    the failure carries what ``sweep`` (the drill's process) said."""
 
     def ready():
         client, runs = _cell_runs(store)
         live = [r for r in runs if r.info.status == "RUNNING" and "train/loss" in r.data.metrics]
         return live if len(live) >= count else None
 
-    return _wait(ready, what=f"{count} training cell(s)")
+    try:
+        return _wait(ready, what=f"{count} training cell(s)")
+    except AssertionError as err:
+        if sweep is None:
+            raise
+        sweep.kill()
+        raise AssertionError(f"{err}; the sweep said:\n{sweep.communicate()[0][-3000:]}") from None
 
 
 def _processes_running(store):
@@ -281,7 +288,7 @@ def test_ctrl_c_to_a_sweep_started_in_the_background_is_ignored_by_its_cells_too
 def test_a_ray_worker_killed_mid_cell(store, warm):
     pytest.importorskip("ray")
     sweep = _start(_sweep(store, "--backend", "ray", *(["--warm"] if warm else []), workers=2))
-    _training_cells(store, 1)
+    _training_cells(store, 1, sweep)
     if warm:  # the cell is a fork of the launcher that the task's worker started
         launchers = [
             p for p in psutil.process_iter(["cmdline"])

@@ -259,7 +259,7 @@ def test_the_few_shot_chapter_tables_run_on_fixtures(data_root, tmp_path):
     write_mnist(data_root)
     store = f"sqlite:///{tmp_path / 'mlflow.db'}"
     tracker = MlflowTracker(store)
-    depth = reproduce(TABLES["sparse-maml-depth"], tracker, "quick", seeds="0",
+    depth = reproduce(TABLES["sparse-maml-depth"], tracker, "quick", seeds="0", warm=True,
                       data_root=str(data_root))  # fmt: skip
     assert depth.failed == 0
     by_label = {line.claim.label: line for line in depth.lines}
@@ -271,7 +271,7 @@ def test_the_few_shot_chapter_tables_run_on_fixtures(data_root, tmp_path):
         assert line.verdict == "inconclusive"
         assert line.difference.mean == pytest.approx(mine - theirs)
     cross = reproduce(TABLES["sparse-maml-cross-domain"], tracker, "quick", seeds="0",
-                      data_root=str(data_root))  # fmt: skip
+                      warm=True, data_root=str(data_root))  # fmt: skip
     assert cross.failed == 0 and all(line.verdict != "not run" for line in cross.lines)
     client = MlflowClient(store)
     for runs in cross.runs.values():

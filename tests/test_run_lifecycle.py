@@ -390,6 +390,10 @@ def test_a_dead_holders_claim_is_taken_over(store, monkeypatch):
         "the dead holder's claim to be taken over",
     )
     assert isinstance(taken, claims.Claim)
+    # The dead holder's run is closed by the taker, not left RUNNING for a later sweep.
+    dead = tracker.client.get_run(run_id)
+    assert dead.info.status == "FAILED"
+    assert dead.data.tags["error"].startswith("lost: no heartbeat since")
 
 
 def test_exclusive_runs_never_repeat_a_finished_cell(store, capsys):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -98,9 +99,25 @@ def test_a_wrong_scoring_line_fails_the_fast_tests(name, tmp_path):
     assert "failed" in done.stdout
 
 
+def _every_selection() -> list[str]:
+    """Every case's tests as one pytest selection: the files, and a ``-k`` that takes from
+    each file what its cases take (a module's name selects all of it)."""
+    files, terms = set(), set()
+    for *_, tests in MUTATIONS.values():
+        files.add(tests[0])
+        module = Path(tests[0]).stem
+        terms.add(f"({module} and ({tests[2]}))" if len(tests) == 3 else module)
+    return [*sorted(files), "-k", " or ".join(sorted(terms))]
+
+
 def test_the_same_tests_pass_in_an_unchanged_copy(tmp_path):
-    """The control: the copy itself is sound, so the failures above are the mutations'."""
-    copy = _copy(tmp_path)
-    for i, tests in enumerate(sorted({tuple(case[3]) for case in MUTATIONS.values()})):
-        done = _pytest(copy, list(tests), tmp_path / f"pt{i}")
-        assert done.returncode == 0, f"{tests}: {done.stdout[-2000:]}"
+    """The control: the copy itself is sound, so the failures above are the mutations'.
+    One pytest process for every case's tests (a process each cost a minute more)."""
+    selection = _every_selection()
+    done = _pytest(_copy(tmp_path), [*selection, "-rA"], tmp_path / "pt")
+    assert done.returncode == 0, f"{selection}: {done.stdout[-2000:]}"
+    # Each case's own tests were among them (-rA lists every test that passed).
+    passed = [line for line in done.stdout.splitlines() if line.startswith("PASSED ")]
+    for *_, tests in MUTATIONS.values():
+        chosen = tests[2] if len(tests) == 3 else ""
+        assert any(tests[0] in line and chosen in line for line in passed), tests

@@ -105,8 +105,10 @@ def test_an_unknown_key_in_a_sweep_file_names_the_file_the_layer_and_close_match
 @pytest.mark.slow  # end to end through several real CLI processes: with the long checks
 def test_local_sweep_isolates_failures_and_skips_finished_cells_on_rerun(store, capsys):
     args = ["sweep", "--benchmark", "sinusoid-5shot", "--methods", "maml,fomaml", "--seeds",
-            "0-1", "--grid", "inner_lr=0.01,1e9", *FAST, "--workers", "2",
+            "0-1", "--grid", "inner_lr=0.01,1e9", *FAST, "--workers", "2", "--warm",
             "--tracking-uri", store]  # fmt: skip
+    # Warm cells (forks of one launcher): the bookkeeping is the question here; cold
+    # cells failing alone is asserted in the warm-versus-cold test below.
     assert main(args) == 1  # the inner_lr=1e9 cells diverge
     out = capsys.readouterr().out
     assert "done 4, failed 4, skipped 0" in out and "diverged at iteration" in out
@@ -180,6 +182,26 @@ def test_sweeps_run_together_share_the_workers_and_keep_their_own_parents(store)
     assert [(len(r.done), len(r.skipped)) for r in again] == [(0, 1), (0, 1)]
 
 
+@pytest.mark.slow  # a real launcher process and two cells forked from it (~14 s)
+def test_a_kept_pool_forks_every_call_from_one_warm_launcher(store):
+    """``tune`` runs a sweep per trial round through one pool: the warm launcher (the
+    imports a cell would pay) starts once, serves each call, and ends with the pool."""
+    from benchmarks.store.tracking import MlflowTracker
+    from benchmarks.sweeps.sweep import LocalBackend, run_sweeps
+
+    tracker = MlflowTracker(store)
+    pids = []
+    with LocalBackend(1, warm=True) as pool:
+        for method in ("maml", "fomaml"):
+            spec = spec_from_args("sinusoid-5shot", method, "0", [], [*FAST[1::2], "iterations=5"])
+            (result,) = run_sweeps([spec], tracker, pool=pool)
+            assert len(result.done) == 1 and not result.failed
+            pids.append(pool._launcher.process.pid)
+        launcher = pool._launcher.process
+    assert pids[0] == pids[1] and launcher.returncode == 0 and pool._launcher is None
+    assert len(_cells(stored_runs(store))) == 2
+
+
 @pytest.mark.slow  # a fault drill: a sweep's pool failing mid-sweep, then resumed
 def test_sweeps_stopped_by_an_error_close_every_parent_killed_and_resume(store, monkeypatch):
     """The pool fails after one cell (as a lost Ray head would): the error goes on up, both
@@ -229,7 +251,7 @@ def test_a_killed_sweep_resumes_with_the_remaining_cells_only(store, tmp_path):
     args = [sys.executable, "-m", "benchmarks", "sweep", "--benchmark", "sinusoid-5shot",
             "--methods", "maml", "--seeds", "0-3", "--set", "iterations=400",
             "--set", "val_every=200", "--set", "test_tasks=50", "--set", "val_tasks=20",
-            "--workers", "1", "--tracking-uri", store]  # fmt: skip
+            "--workers", "1", "--warm", "--tracking-uri", store]  # fmt: skip
     process = subprocess.Popen(args, env=python_env(), cwd=tmp_path, stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, text=True)  # fmt: skip
     deadline = time.monotonic() + 300
@@ -255,10 +277,10 @@ def test_a_killed_sweep_resumes_with_the_remaining_cells_only(store, tmp_path):
 @pytest.mark.xdist_group("ray")  # one worker: a drill's `ray stop --force` ends every local Ray
 @pytest.mark.slow
 def test_ray_backend_gives_the_local_leaderboard(tmp_path, capsys):
-    """The same sweep on the local pool, as Ray tasks, and as warm cells on Ray (forked
-    from each Ray worker's launcher) gives the same board."""
+    """The same sweep on the local pool (warm cells), as Ray tasks, and as warm cells on
+    Ray (forked from each Ray worker's launcher) gives the same board."""
     boards = {}
-    for name, backend, warm in (("local", "local", ()), ("ray", "ray", ()),
+    for name, backend, warm in (("local", "local", ("--warm",)), ("ray", "ray", ()),
                                 ("ray-warm", "ray", ("--warm",))):  # fmt: skip
         store = f"sqlite:///{tmp_path / name / 'mlflow.db'}"
         args = ["sweep", "--benchmark", "sinusoid-5shot", "--methods", "maml,fomaml",
@@ -330,7 +352,8 @@ def test_warm_cells_give_the_numbers_of_cold_ones_and_keep_failures_apart(tmp_pa
 @pytest.mark.slow
 def test_eight_concurrent_writers_all_finish_with_all_metrics(tmp_path, store, capsys):
     args = ["sweep", "--benchmark", "sinusoid-5shot", "--methods", "maml", "--seeds", "0-7",
-            *FAST, "--set", "log_every=1", "--workers", "8", "--tracking-uri", store]  # fmt: skip
+            *FAST, "--set", "log_every=1", "--workers", "8", "--warm",
+            "--tracking-uri", store]  # fmt: skip
     assert main(args) == 0
     client = MlflowClient(store)
     cells = _cells(stored_runs(store))

@@ -117,7 +117,7 @@ def test_tune_end_to_end_equal_budgets_validation_selection_and_resume(tmp_path)
     site = install_plugin_package("tune_probe", tmp_path)
     store = f"sqlite:///{tmp_path / 'mlflow.db'}"
     argv = [sys.executable, "-m", "benchmarks", "tune", "--benchmark", "slope-shift",
-            "--methods", "slope_a,slope_b", "--trials", "4", "--seeds", "0,1",
+            "--methods", "slope_a,slope_b", "--trials", "4", "--seeds", "0,1", "--warm",
             "--tracking-uri", store]  # fmt: skip
     env = python_env(PYTHONPATH=str(site))
     first = subprocess.Popen(argv, env=env, cwd=ROOT, stdout=subprocess.PIPE,

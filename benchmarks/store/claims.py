@@ -20,7 +20,14 @@ import time
 import uuid
 from dataclasses import dataclass
 
-from benchmarks.store.lifecycle import STALE_BEATS, heartbeat_interval, is_lost, last_heartbeat
+from benchmarks.store.lifecycle import (
+    STALE_BEATS,
+    heartbeat_interval,
+    is_lost,
+    last_heartbeat,
+    lost_reason,
+    mark_lost,
+)
 
 log = logging.getLogger("mesabench")
 
@@ -82,11 +89,14 @@ class Holder:
 def acquire(client, benchmark: str, config_hash: str, seed: int) -> Claim | Holder:
     """Claim a cell: a :class:`Claim` if we got it, else the :class:`Holder` that has it."""
     name = claim_name(benchmark, config_hash, seed)
+    taken_from = None
     for _ in range(5):
         try:
             experiment_id = client.create_experiment(
                 name, tags={CLAIMED_AT_TAG: f"{time.time():.3f}"}
             )
+            if taken_from is not None:
+                _close_lost(client, taken_from)
             return Claim(client, experiment_id, name)
         except Exception as err:
             if not _already_exists(err):
@@ -97,6 +107,7 @@ def acquire(client, benchmark: str, config_hash: str, seed: int) -> Claim | Hold
         holder = _live_holder(client, existing)
         if holder is not None:
             return holder
+        taken_from = dict(existing.tags or {}).get(HOLDER_TAG)
         # The holder is gone: move its claim out of the way, by id, then race to create.
         try:
             client.rename_experiment(
@@ -106,6 +117,19 @@ def acquire(client, benchmark: str, config_hash: str, seed: int) -> Claim | Hold
         except Exception:
             pass  # another contender moved it first
     return Holder(None, None)
+
+
+def _close_lost(client, run_id: str) -> None:
+    """The claim was taken from a dead holder: close its run FAILED ("lost: no heartbeat
+    since T") rather than leave it RUNNING until some later sweep reads it. Its process
+    may have died where nothing saw its exit code (a killed Ray worker's cell)."""
+    try:
+        run = client.get_run(run_id)
+        tags = dict(run.data.tags)
+        if is_lost(run.info.status, tags, run.info.start_time):
+            mark_lost(client, run_id, lost_reason(tags, run.info.start_time))
+    except Exception as err:  # the store flags it stale in any case
+        log.warning("lost run %s not closed: %s", run_id, str(err).splitlines()[0][:200])
 
 
 def _live_holder(client, experiment) -> Holder | None:

@@ -567,23 +567,32 @@ class LocalBackend:
 
     def run(self, jobs: list[tuple[Cell, RunRequest]], env: dict[str, str],
             report: Report) -> None:  # fmt: skip
-        if self.warm and jobs:
+        # The launcher outlives one call: a tune's trials are many small sweeps in a row, and
+        # starting it (the imports every cell would pay) is most of a small cell's cost.
+        if self.warm and jobs and self._launcher is None:
             self._launcher = Launcher(env)
-        try:
-            with ThreadPoolExecutor(max_workers=self.workers) as pool:
-                futures = [
-                    pool.submit(self._run_one, request, env, cell, report)
-                    for cell, request in jobs
-                ]
-                try:
-                    for future in futures:
-                        future.result()
-                except KeyboardInterrupt:
-                    self.stop()
-                    raise
-        finally:
-            if self._launcher is not None:
-                self._launcher.close()
+        with ThreadPoolExecutor(max_workers=self.workers) as pool:
+            futures = [
+                pool.submit(self._run_one, request, env, cell, report) for cell, request in jobs
+            ]
+            try:
+                for future in futures:
+                    future.result()
+            except KeyboardInterrupt:
+                self.stop()
+                raise
+
+    def close(self) -> None:
+        """No more cells: the warm launcher, if any, exits once its cells have finished."""
+        if self._launcher is not None:
+            self._launcher.close()
+            self._launcher = None
+
+    def __enter__(self) -> LocalBackend:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
     def stop(self) -> None:
         """Interrupt every running cell: each marks its own run KILLED."""
@@ -640,8 +649,11 @@ class RayBackend:
                 ray.init(address=self.address, log_to_driver=False)
             else:  # a local instance of its own, sized like the local pool: "local", or
                 # Ray joins any cluster left running on this machine (and refuses num_cpus)
+                # Ray runs its workers at niceness 15, and a cell inherits its worker's: beside
+                # any other work on this machine, the sweep's cells (the work asked for)
+                # would get a few per cent of a core. Ours run as the local pool's do.
                 ray.init(address="local", num_cpus=self.local_cpus, include_dashboard=False,
-                         log_to_driver=False)  # fmt: skip
+                         log_to_driver=False, _system_config={"worker_niceness": 0})  # fmt: skip
         try:
             check_ray_resources(ray.cluster_resources(), self.cpus, self.gpus)
         except ConfigError:
@@ -706,10 +718,12 @@ def run_sweeps(
     address: str | None = None,
     progress: Callable[[str], None] | None = None,
     warm: bool = False,
+    pool: LocalBackend | None = None,
 ) -> list[SweepResult]:
     """Several sweeps through one pool of workers (and one warm launcher): their cells run
     side by side, each recorded under its own sweep's parent run, so a table of many small
-    sweeps keeps every worker busy. Returns one summary per sweep, in order."""
+    sweeps keeps every worker busy. Returns one summary per sweep, in order. ``pool``: a
+    local pool the caller keeps across calls (and closes), in place of ``workers``/``warm``."""
     planned = [plan_cells(spec) for spec in specs]  # all validation first: bad input runs nothing
     cpus = os.cpu_count() or 1
     if backend == "ray":
@@ -721,8 +735,8 @@ def run_sweeps(
         runner.connect()  # a cell no node can place is refused here, before anything runs
         env = cell_env(max(1, int(cell_cpus)), remote=True)
     else:
-        runner = LocalBackend(workers, warm)
-        env = cell_env(max(1, cpus // workers))
+        runner = pool or LocalBackend(workers, warm)
+        env = cell_env(max(1, cpus // runner.workers))
     say = progress or (lambda line: log.info(line))
     running: list[_Running] = []
     lock = threading.Lock()
@@ -755,6 +769,8 @@ def run_sweeps(
     finally:
         for sweep in running:
             sweep.heartbeat.stop()
+        if pool is None and isinstance(runner, LocalBackend):
+            runner.close()
     for sweep in running:
         try:
             _finish_sweep(sweep, tracker)

@@ -27,7 +27,7 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from benchmarks.sweeps.sweep import SweepSpec, run_sweeps
+from benchmarks.sweeps.sweep import LocalBackend, SweepSpec, run_sweeps
 from mesabench_core import ConfigError
 from methods.api import Choice, FloatRange, IntRange, Space
 
@@ -251,25 +251,42 @@ def run_tune(spec: TuneSpec, tracker, workers: int = 1,
         space = method_space(spec, method)
         tunes.append(MethodTune(method, space, tune_id(spec, method, space, metric)))
     result = TuneResult(metric, higher, tunes)
+    # One pool for every round: with ``warm``, one launcher for all the trials' cells.
+    with LocalBackend(workers, warm) as pool:
+        _run_trials(spec, tracker, tunes, result, pool, say)
+        if result.interrupted:
+            return result
+        _run_finals(spec, tracker, tunes, result, pool, say)
+    return result
+
+
+def _run_trials(spec: TuneSpec, tracker, tunes: list[MethodTune], result: TuneResult,
+                pool: LocalBackend, say: Callable[[str], None]) -> None:  # fmt: skip
+    metric, higher = result.metric, result.higher
     for k in range(spec.trials):
         sweeps = []
         for tune in tunes:
             values = propose(tune.space, tune.trials, higher, _trial_seed(spec.sampler_seed, k))
             sweeps.append((tune, values, _trial_spec(spec, tune, k, values)))
-        outcomes = run_sweeps([s for _, _, s in sweeps], tracker, workers=workers, warm=warm,
+        outcomes = run_sweeps([s for _, _, s in sweeps], tracker, pool=pool,
                               progress=lambda line: None)  # fmt: skip
         # A cell stopped on its own (SIGTERM) is as unfinished as an interrupted tune: its
         # value must not be taken as a failure that later proposals would build on.
         if any(o.interrupted or o.killed for o in outcomes):
             result.interrupted = True
             say(f"tune interrupted in trial {k + 1} of {spec.trials}; the same command goes on")
-            return result
+            return
         for tune, values, sweep in sweeps:
             value = trial_value(tracker, sweep, metric)
             tune.trials.append((values, value))
             shown = ", ".join(f"{n}={_setting_text(v)}" for n, v in sorted(values.items()))
             outcome = "failed" if value is None else f"{metric} {value:.6g}"
             say(f"trial {k + 1}/{spec.trials} {tune.method}: {shown}: {outcome}")
+
+
+def _run_finals(spec: TuneSpec, tracker, tunes: list[MethodTune], result: TuneResult,
+                pool: LocalBackend, say: Callable[[str], None]) -> None:  # fmt: skip
+    metric, higher = result.metric, result.higher
     finals = []
     for tune in tunes:
         scored = [(v, i) for i, (_, v) in enumerate(tune.trials) if v is not None]
@@ -280,8 +297,7 @@ def run_tune(spec: TuneSpec, tracker, workers: int = 1,
         tune.selected = best[1]
         say(f"selected for {tune.method}: trial {best[1] + 1} ({metric} {best[0]:.6g})")
         finals.append(_final_spec(spec, tune, metric))
-    outcomes = run_sweeps(finals, tracker, workers=workers, warm=warm, progress=say)
+    outcomes = run_sweeps(finals, tracker, pool=pool, progress=say)
     result.interrupted = any(o.interrupted for o in outcomes)
     result.failed += [f"{s.methods[0]}: {len(o.failed)} final run(s) failed"
                       for s, o in zip(finals, outcomes, strict=True) if o.failed]  # fmt: skip
-    return result
