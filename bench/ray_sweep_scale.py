@@ -100,6 +100,10 @@ def scaled_sweep(cells: int, nodes: int, cpus_per_node: int, work: Path, warm: b
         raise SystemExit(f"--cells must be a multiple of 10 (2 methods x 5 rates), got {cells}")
     db = work / "mlflow.db"
     env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true", "PYTHONPATH": str(ROOT)}
+    # The nodes read it at their start: workers (and the cells they fork) at the user's
+    # priority, as the sweep's own local instance runs them, not at Ray's default niceness
+    # 15, under which the cells crawl beside any other work on this machine.
+    os.environ.setdefault("RAY_worker_niceness", "0")
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": cpus_per_node})
     try:
         for _ in range(nodes - 1):

@@ -16,7 +16,7 @@ written beside the picture as CSV; a series with no finished run is named as lef
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from benchmarks.results.report_figures import (
@@ -186,7 +186,3 @@ def figure_data(
 def draw_table_figure(data: FigureData, figure: TableFigure):
     """The picture of ``data`` (None when no panel has a point)."""
     return draw(data, {panel.title: panel.axis() for panel in figure.panels})
-
-
-def series_labels(figure: TableFigure) -> Sequence[str]:
-    return [series.label for panel in figure.panels for series in panel.series]
