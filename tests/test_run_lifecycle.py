@@ -385,12 +385,18 @@ def test_a_dead_holders_claim_is_taken_over(store, monkeypatch):
     assert "running as run" in held.describe()
     tracker._heartbeat.stop()  # the holder dies without releasing
     # Taken over once the holder is 5 beats late: polled for, not slept through.
-    taken = wait_for(
-        lambda: _claimed(claims.acquire(tracker.client, plan.benchmark, plan.config_hash(), 0)),
+    cell = (plan.benchmark, plan.config_hash(), 0)
+    # A resume of that very run takes the claim over and leaves the run as it is ...
+    resumed = wait_for(
+        lambda: _claimed(claims.acquire(tracker.client, *cell, resuming=run_id)),
         "the dead holder's claim to be taken over",
     )
+    assert isinstance(resumed, claims.Claim)
+    assert tracker.client.get_run(run_id).info.status == "RUNNING"
+    resumed.hold(run_id)  # ... and the resume died too, holding the claim
+    taken = claims.acquire(tracker.client, *cell)
     assert isinstance(taken, claims.Claim)
-    # The dead holder's run is closed by the taker, not left RUNNING for a later sweep.
+    # Any other taker closes the dead holder's run, not left RUNNING for a later sweep.
     dead = tracker.client.get_run(run_id)
     assert dead.info.status == "FAILED"
     assert dead.data.tags["error"].startswith("lost: no heartbeat since")

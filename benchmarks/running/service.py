@@ -174,7 +174,7 @@ def _claim_for_resume(tracker: MlflowTracker, run_id: str):
     if None in cell:
         raise ConfigError(f"cannot resume run {run_id}: it is no run of a method (a sweep's "
                           "parent run?)")  # fmt: skip
-    got = claims.acquire(tracker.client, cell[0], cell[1], int(cell[2]))
+    got = claims.acquire(tracker.client, cell[0], cell[1], int(cell[2]), resuming=run_id)
     if not isinstance(got, claims.Claim):
         raise ConfigError(f"cannot resume run {run_id}: its cell is {got.describe()}")
     return got

@@ -86,8 +86,11 @@ class Holder:
         return f"running as run {self.run_id}{age}"
 
 
-def acquire(client, benchmark: str, config_hash: str, seed: int) -> Claim | Holder:
-    """Claim a cell: a :class:`Claim` if we got it, else the :class:`Holder` that has it."""
+def acquire(client, benchmark: str, config_hash: str, seed: int,
+            resuming: str | None = None) -> Claim | Holder:  # fmt: skip
+    """Claim a cell: a :class:`Claim` if we got it, else the :class:`Holder` that has it.
+    A dead holder's run is closed as lost, unless it is ``resuming``, the run the claimer
+    is about to continue (closing it would only mark it FAILED on its way back to RUNNING)."""
     name = claim_name(benchmark, config_hash, seed)
     taken_from = None
     for _ in range(5):
@@ -95,7 +98,7 @@ def acquire(client, benchmark: str, config_hash: str, seed: int) -> Claim | Hold
             experiment_id = client.create_experiment(
                 name, tags={CLAIMED_AT_TAG: f"{time.time():.3f}"}
             )
-            if taken_from is not None:
+            if taken_from is not None and taken_from != resuming:
                 _close_lost(client, taken_from)
             return Claim(client, experiment_id, name)
         except Exception as err:
