@@ -214,6 +214,64 @@ def test_a_pipe_closed_while_training_ends_the_run_killed(store):
     assert run.info.status == "KILLED" and run.data.tags["error"] == "output pipe closed"
 
 
+@pytest.mark.parametrize("opening", ["start", "resume"])
+def test_a_signal_while_the_run_is_written_still_closes_it_killed(store, capsys, monkeypatch,
+                                                                 opening):  # fmt: skip
+    """SIGTERM landing while the store writes the run (a sweep stopped just as its next cell
+    opens its run) is held until the run can be closed: KILLED and resumable, never left
+    RUNNING with no process to close it."""
+    if opening == "resume":
+        assert main(["run", "--method", "fomaml", *TINY, "--tracking-uri", store]) == 0
+        (done,) = stored_runs(store)  # as if killed after its last checkpoint
+        MlflowClient(store).set_terminated(done.info.run_id, status="KILLED")
+    original = getattr(MlflowTracker, opening)
+
+    def signalled(self, *args, **kwargs):
+        result = original(self, *args, **kwargs)
+        signal.raise_signal(signal.SIGTERM)  # after the store wrote it, before it returns
+        return result
+
+    monkeypatch.setattr(MlflowTracker, opening, signalled)
+    capsys.readouterr()
+    args = ["run", "--method", "fomaml", *TINY] if opening == "start" else [
+        "run", "--resume", done.info.run_id]  # fmt: skip
+    assert main([*args, "--tracking-uri", store]) == 130
+    (run,) = stored_runs(store)
+    assert run.info.status == "KILLED" and run.data.tags["error"] == "interrupted"
+    assert f"resume with --resume {run.info.run_id}" in capsys.readouterr().err
+
+
+def test_held_interruptions_act_once_released_and_at_once_when_asked_twice():
+    from benchmarks.running.console import InterruptionsHeld
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    ignored = signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        held = InterruptionsHeld()
+        signal.raise_signal(signal.SIGTERM)
+        signal.raise_signal(signal.SIGHUP)  # ignored before: ignored still
+        assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+        with pytest.raises(KeyboardInterrupt):
+            held.release()
+        assert signal.getsignal(signal.SIGTERM) is interrupt
+        held.release()  # once only
+        held = InterruptionsHeld()
+        signal.raise_signal(signal.SIGTERM)
+        with pytest.raises(KeyboardInterrupt):
+            signal.raise_signal(signal.SIGTERM)  # asked twice: at once
+        assert signal.getsignal(signal.SIGTERM) is interrupt
+        held = InterruptionsHeld()
+        signal.raise_signal(signal.SIGTERM)
+        held.release(deliver=False)  # the run never executed: dropped, handlers back
+        assert signal.getsignal(signal.SIGTERM) is interrupt
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        signal.signal(signal.SIGHUP, ignored)
+
+
 def test_resume_of_a_finished_run_is_refused_and_leaves_it_finished(store, capsys):
     assert main(["run", "--method", "fomaml", *TINY, "--tracking-uri", store]) == 0
     (run,) = stored_runs(store)

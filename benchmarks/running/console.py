@@ -10,8 +10,10 @@ import logging
 import os
 import signal
 import sys
+import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
 from rich.console import Console
 from rich.padding import Padding
@@ -77,6 +79,48 @@ def _longest_words(table: Table) -> list[int]:
 
 def _raise_keyboard_interrupt(signum, frame):
     raise KeyboardInterrupt
+
+
+class InterruptionsHeld:
+    """Ctrl-C, SIGTERM and SIGHUP noted, not acted on, while a run is written into the store
+    and until the code that closes an interrupted run KILLED is in place.
+
+    Acted on at once, a signal landing after the store created the run but before that code
+    runs (a sweep stopped just as its next cell opens its run) leaves the run RUNNING with
+    no process to close it. :meth:`release` puts the handlers back and delivers the signal
+    held, so that it interrupts where a KILLED close follows. A second signal while held is
+    not held: a store that does not answer (a server away) must not make Ctrl-C wait for it.
+    Only the main thread takes signals; elsewhere, and for a signal that is ignored or left
+    to its default action, nothing is held.
+    """
+
+    NAMES = ("SIGINT", "SIGTERM", "SIGHUP")
+
+    def __init__(self):
+        self.held: int | None = None
+        self._previous: dict[int, Any] = {}
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for name in self.NAMES:
+            number = getattr(signal, name, None)
+            if number is not None and callable(signal.getsignal(number)):
+                self._previous[number] = signal.signal(number, self._note)
+
+    def _note(self, signum, frame) -> None:
+        again = self.held is not None
+        self.held = signum
+        if again:  # asked twice: at once
+            self.release()
+
+    def release(self, deliver: bool = True) -> None:
+        """Put the handlers back; with ``deliver``, act on the signal held (its handler
+        raises, as a command's does)."""
+        previous, self._previous = self._previous, {}
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+        held, self.held = self.held, None
+        if held is not None and deliver and previous:
+            signal.raise_signal(held)
 
 
 def prepare_process() -> Console:

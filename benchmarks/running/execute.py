@@ -151,7 +151,7 @@ class RunClosedMeanwhile(RunFailed):
 
 
 def execute_recorded(
-    plan: RunPlan, tracker, progress=None, checkpoint=None, learner=None
+    plan: RunPlan, tracker, progress=None, checkpoint=None, learner=None, interruptions=None
 ) -> dict[str, float]:
     """Run ``plan`` into a started (or resumed) tracker run and close that run.
 
@@ -159,11 +159,15 @@ def execute_recorded(
     with its reason (raises :class:`RunFailed`); Ctrl-C, SIGTERM, SIGHUP and an output
     pipe found closed while training are KILLED and resumable (raises
     :class:`RunInterrupted`). An interruption that lands after the run was closed
-    FINISHED leaves it FINISHED.
+    FINISHED leaves it FINISHED. ``interruptions``: the signals held while the run was
+    written into the store (:class:`~benchmarks.running.console.InterruptionsHeld`), acted
+    on first, where a KILLED close follows.
     """
     import traceback
 
     try:
+        if interruptions is not None:  # held while the run was opened: acted on here
+            interruptions.release()
         final = execute(plan, tracker, progress=progress, checkpoint=checkpoint, learner=learner)
         tracker.finish("FINISHED")
         return final

@@ -33,6 +33,7 @@ from benchmarks.planning.plan import DEFAULT_BENCHMARK, RunPlan, plan_from_dict,
 from benchmarks.protocols import PROTOCOLS
 from benchmarks.running.console import (
     EXIT_KILLED,
+    InterruptionsHeld,
     TrainingProgress,
     answered,
     prepare_process,
@@ -73,13 +74,19 @@ class StartedRun:
     claim: Any = None
     #: A killed run reopened (``--resume``), with or without a checkpoint to go on from.
     resumed: bool = False
+    #: Signals held since the run was written (see :class:`InterruptionsHeld`): acted on
+    #: once :meth:`execute` can close the run KILLED.
+    interruptions: InterruptionsHeld | None = None
 
     def execute(self, progress=None) -> dict[str, float]:
         """Run to the end and close the run (see :func:`execute_recorded`)."""
         return execute_recorded(self.plan, self.tracker, progress=progress,
-                                checkpoint=self.checkpoint, learner=self.learner)  # fmt: skip
+                                checkpoint=self.checkpoint, learner=self.learner,
+                                interruptions=self.interruptions)  # fmt: skip
 
     def release(self) -> None:
+        if self.interruptions is not None:  # never executed: the handlers go back as they were
+            self.interruptions.release(deliver=False)
         if self.claim is not None:
             self.claim.release()
             self.claim = None
@@ -92,19 +99,27 @@ def report_plugin_errors() -> None:
 
 def _begin(plan: RunPlan, data_files: list, tracker: MlflowTracker, method_source: str,
            parent: str | None = None, extra_tags: dict[str, str] | None = None,
-           claim=None) -> str:  # fmt: skip
+           claim=None) -> tuple[str, InterruptionsHeld]:  # fmt: skip
     """The one way a new run enters the store: created with its plan, params and tags, its
-    claim (if any) pointed at it, the data files it read recorded."""
+    claim (if any) pointed at it, the data files it read recorded. Returns the run's id
+    and the interruptions held from before the run was written (to hand to the
+    :class:`StartedRun`, whose execution acts on them)."""
+    held = InterruptionsHeld()
     try:
         run_id = tracker.start(plan, method_source, parent, extra_tags=extra_tags)
     except BaseException:
+        held.release(deliver=False)
         if claim is not None:
             claim.release()
         raise
-    if claim is not None:
-        claim.hold(run_id)
-    record_data_files(tracker, data_files)
-    return run_id
+    try:
+        if claim is not None:
+            claim.hold(run_id)
+        record_data_files(tracker, data_files)
+    except BaseException:  # the run is written: executing it closes it as its end says
+        held.release(deliver=False)
+        raise
+    return run_id, held
 
 
 def open_run(request: RunRequest) -> StartedRun | None:
@@ -128,13 +143,17 @@ def open_run(request: RunRequest) -> StartedRun | None:
             claim = _claim_cell(tracker, plan)
             if claim is None:
                 return None
-        run_id = _begin(plan, data_files, tracker, METHODS.get(plan.method_name).source,
-                        request.parent, claim=claim)  # fmt: skip
-        started = StartedRun(plan, tracker, run_id, claim=claim)
+        run_id, held = _begin(plan, data_files, tracker, METHODS.get(plan.method_name).source,
+                              request.parent, claim=claim)  # fmt: skip
+        started = StartedRun(plan, tracker, run_id, claim=claim, interruptions=held)
     if request.system_metrics:
-        started.tracker.before_close.append(
-            _system_metrics(started.tracker, started.run_id, resumed=request.resume is not None)
-        )
+        try:
+            started.tracker.before_close.append(
+                _system_metrics(started.tracker, started.run_id, resumed=request.resume is not None)
+            )
+        except BaseException:
+            started.release()
+            raise
     return started
 
 
@@ -150,8 +169,12 @@ def _reopen(request: RunRequest) -> StartedRun:
         raise
     # Held only now that the run is RUNNING again: a claim names a live run, or (before
     # that) is fresh by its own time stamp, so no second resume can take it over between.
-    claim.hold(request.resume)
     started.claim = claim
+    try:
+        claim.hold(request.resume)
+    except BaseException:
+        started.release()
+        raise
     return started
 
 
@@ -191,12 +214,24 @@ def _reopened(tracker: MlflowTracker, run_id: str) -> StartedRun:
         # The learner it scored: the one its start recorded.
         wanted = tracker.client.get_run(run_id).data.tags.get("mesabench.learner")
         _, learner = _saved_learner(tracker, plan.learner_from, wanted)
-        tracker.resume()
-        return StartedRun(plan, tracker, run_id, learner=learner, resumed=True)
+        return StartedRun(plan, tracker, run_id, learner=learner, resumed=True,
+                          interruptions=_resume(tracker))  # fmt: skip
     checkpoint = tracker.load_checkpoint()
     _check_resumable(run_id, plan, checkpoint)  # before the run is touched
-    tracker.resume()
-    return StartedRun(plan, tracker, run_id, checkpoint=checkpoint, resumed=True)
+    return StartedRun(plan, tracker, run_id, checkpoint=checkpoint, resumed=True,
+                      interruptions=_resume(tracker))  # fmt: skip
+
+
+def _resume(tracker: MlflowTracker) -> InterruptionsHeld:
+    """Mark the reopened run RUNNING again, interruptions held from before (as
+    :func:`_begin` holds them)."""
+    held = InterruptionsHeld()
+    try:
+        tracker.resume()
+    except BaseException:
+        held.release(deliver=False)
+        raise
+    return held
 
 
 def open_evaluation(request: EvaluationRequest) -> StartedRun:
@@ -235,8 +270,8 @@ def open_evaluation(request: EvaluationRequest) -> StartedRun:
     origin = {"mesabench.evaluated_from": request.run_id, "mesabench.learner": learner_name,
               "mesabench.trained_on": body["benchmark"]}  # fmt: skip
     method_source = source.data.tags.get("mesabench.method_source", "?")
-    run_id = _begin(plan, data_files, tracker, method_source, extra_tags=origin)
-    return StartedRun(plan, tracker, run_id, learner=saved)
+    run_id, held = _begin(plan, data_files, tracker, method_source, extra_tags=origin)
+    return StartedRun(plan, tracker, run_id, learner=saved, interruptions=held)
 
 
 def _check_resumable(run_id: str, plan: RunPlan, checkpoint) -> None:

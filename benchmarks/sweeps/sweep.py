@@ -50,6 +50,7 @@ from pydantic import (
 )
 
 from benchmarks.planning.config import BadInput, ConfigError, parse_pairs
+from benchmarks.running.console import InterruptionsHeld
 from benchmarks.running.request import RunRequest
 from benchmarks.store.claims import cell_runs
 from benchmarks.sweeps.warm_cells import Launcher, run_warm, worker_launcher
@@ -752,7 +753,13 @@ def run_sweeps(
     failure: BaseException | None = None
     try:
         for spec, hashes in zip(specs, planned, strict=True):
-            running.append(_start_sweep(spec, hashes, tracker, say))
+            # Held while the parent is written: acted on once it is in ``running``, where an
+            # interruption closes it KILLED (before, it would stay RUNNING, closed by none).
+            held = InterruptionsHeld()
+            try:
+                running.append(_start_sweep(spec, hashes, tracker, say))
+            finally:
+                held.release()
         jobs = [
             ((index, cell), cell_request(sweep.spec, cell, tracker.uri, sweep.parent))
             for index, sweep in enumerate(running)
