@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from mesabench_core import param
@@ -96,6 +97,9 @@ class CausalGDSSM(CausalMixer):
     """
 
     WINDOW = 3
+    #: Positions unrolled at once (see :meth:`mix`): of 16, 32 and 64 the fastest on one CPU
+    #: thread at T = 64 and 256 (a training step 3x and 8x faster than a loop per position).
+    CHUNK = 16
 
     def __init__(self, dim: int, heads: int = 1, init_std: float = 0.02):
         super().__init__(dim, heads, init_std=init_std)
@@ -118,17 +122,31 @@ class CausalGDSSM(CausalMixer):
         past_v = [back(values, a) for a in range(self.WINDOW)]
         mixed_k = torch.einsum("ab,bhntk->ahntk", self.local, past_k)  # sum_b W_ab k_t-b
         probe = sum(self.select[a] * back(queries, a) for a in range(self.WINDOW))
-        # A Python loop over time: the elementwise decay of a matrix state has no cheap
-        # parallel form, and the sequences here are short.
+        # Chunks of CHUNK positions: within one, the recurrence unrolled as batched products
+        # (S_t = S_c diag(Lambda)^(t-c) + sum_c<s<=t A_s diag(Lambda)^(t-s)); between them,
+        # the state carried. A loop over every position made its backward most of a
+        # training step; unrolling a whole long sequence costs T^2 (the chunk bounds it).
+        log_decay = F.logsigmoid(self.decay_logit)[:, 0]  # [H, k]
+        values = torch.stack(past_v)  # [3, H, B, T, v]
         state = keys.new_zeros(*keys.shape[:2], values.shape[-1], keys.shape[-1])
-        decay = torch.sigmoid(self.decay_logit)[:, None]
         out = []
-        for t in range(steps):
-            write = sum(past_v[a][:, :, t, :, None] * mixed_k[a, :, :, t, None, :]
-                        for a in range(self.WINDOW))  # fmt: skip
-            state = decay * state + write
-            out.append((state @ probe[:, :, t, :, None])[..., 0])
-        return torch.stack(out, dim=2)
+        for start in range(0, steps, self.CHUNK):
+            end = min(start + self.CHUNK, steps)
+            lags = torch.arange(end - start, device=keys.device)
+            lags = lags[:, None] - lags[None, :]  # t - s
+            powers = torch.exp(lags.clamp(min=0)[None, :, :, None] * log_decay[:, None, None, :])
+            powers = powers * (lags >= 0).to(keys.dtype)[None, :, :, None]  # [H, T, S, k]
+            p, m = probe[:, :, start:end], mixed_k[:, :, :, start:end]
+            v = values[:, :, :, start:end]
+            scores = torch.einsum("ahbsk,hbtsk->ahbts", m, p[:, :, :, None] * powers[:, None])
+            since = torch.exp((lags[:, :1] + 1)[None] * log_decay[:, None, :])  # [H, T, k]
+            carried = torch.einsum("hbvk,hbtk->hbtv", state, p * since[:, None])
+            out.append(carried + torch.einsum("ahbts,ahbsv->hbtv", scores, v))
+            to_end = torch.exp(lags[-1][None, :, None] * log_decay[:, None, :])  # [H, S, k]
+            state = state * since[:, None, -1:, :] + torch.einsum(
+                "ahbsv,ahbsk->hbvk", v, m * to_end[None, :, None]
+            )
+        return torch.cat(out, dim=2)
 
 
 def gdssm_construction(dim: int, eta: float, context_size: int,

@@ -43,9 +43,9 @@ def test_metasgd_learns_the_optimal_scalar_rate():
         overrides={
             "rate_granularity": "scalar",
             "inner_lr": "1.0",
-            "outer_lr": "0.01",
-            "iterations": "1500",
-            "val_every": "500",
+            "outer_lr": "0.03",  # at 0.03 the rate settles within 500 steps (0.8% off)
+            "iterations": "500",
+            "val_every": "250",
             "meta_batch": "512",
             **LINREG_EVAL,
         },
