@@ -23,9 +23,9 @@ import torch.nn.functional as F
 
 from mesabench_datasets.fewshot import FewShotConfig
 from mesabench_datasets.tasks import seeded_generator
-from methods.inner_loop import InnerLoop
-from methods.modulation import FixedRate
-from methods.networks import Conv4
+from methods.common.networks import Conv4
+from methods.gradient.inner_loop import InnerLoop
+from methods.gradient.modulation import FixedRate
 
 
 def ours_backward(net, loop, steps, batch):

@@ -22,8 +22,8 @@ import torch
 from torch import nn
 
 from mesabench_datasets.streams import StreamConfig
-from methods.continual import stream_network
-from methods.lamaml import LaMAMLConfig, LookAheadMetaLearner
+from methods.continual.baselines import stream_network
+from methods.continual.lamaml import LaMAMLConfig, LookAheadMetaLearner
 
 
 class TaskAwareMLP(nn.Module):
@@ -58,7 +58,7 @@ def avalanche(stream, tasks) -> float:
         from avalanche.training.plugins import EvaluationPlugin
         from avalanche.training.supervised.lamaml_v2 import LaMAML
 
-        from methods.avalanche_baselines import experience_of
+        from methods.peers.avalanche import experience_of
 
         torch.manual_seed(0)
         model = TaskAwareMLP(stream_network(stream.problem, (100, 100), torch.device("cpu")))

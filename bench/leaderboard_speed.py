@@ -173,7 +173,7 @@ def sweep_check(uri: str, tree: Path = ROOT) -> float:
     """Seconds a 10-cell sweep's start-up check takes (in its own process, so that this
     one stays small: a child's peak memory counts its parent's at the fork)."""
     code = (
-        "import sys, time; from benchmarks.sweeps.sweep import store_state; "
+        "import sys, time; from benchmarks.sweeps.in_store import store_state; "
         "from benchmarks.store.tracking import MlflowTracker; t = MlflowTracker(sys.argv[1]); "
         "keys = {(f'method{m}', f'cfg-method{m}-0', s) for m in (0, 1) for s in range(5)}; "
         "b = time.perf_counter(); "

@@ -32,11 +32,11 @@ import torch
 
 from benchmarks.planning.plan import plan_run
 from mesabench_datasets.tasks import seeded_generator
-from methods.inner_loop import InnerLoop
-from methods.l2l_peer import import_learn2learn, learn2learn_installed
-from methods.losses import task_loss
-from methods.modulation import FixedRate
-from methods.networks import build_network, network_for
+from methods.common.losses import task_loss
+from methods.common.networks import build_network, network_for
+from methods.gradient.inner_loop import InnerLoop
+from methods.gradient.modulation import FixedRate
+from methods.peers.l2l import import_learn2learn, learn2learn_installed
 
 Step = Callable[[object], None]
 

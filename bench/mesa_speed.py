@@ -19,7 +19,7 @@ import time
 
 import torch
 
-from methods.mesa import MesaState, mesa_chunked, mesa_parallel
+from methods.layers.mesa import MesaState, mesa_chunked, mesa_parallel
 
 
 def per_step_solve(keys, values, queries, lam):

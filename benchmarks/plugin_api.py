@@ -33,12 +33,17 @@ from methods.api import (
     OnlineMethod,
     Space,
 )
-from methods.inner_loop import InnerLoop
-from methods.losses import per_task_accuracy, per_task_loss, task_loss
-from methods.modulation import FixedRate, GradientModulation, LearnedRates, ModulationSettings
-from methods.networks import build_network, check_network
+from methods.common.losses import per_task_accuracy, per_task_loss, task_loss
+from methods.common.networks import build_network, check_network
+from methods.continual.replay import ReservoirBuffer
+from methods.gradient.inner_loop import InnerLoop
+from methods.gradient.modulation import (
+    FixedRate,
+    GradientModulation,
+    LearnedRates,
+    ModulationSettings,
+)
 from methods.registry import MethodEntry
-from methods.replay import ReservoirBuffer
 
 __all__ = [
     "API_VERSION",

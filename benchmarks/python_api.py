@@ -58,6 +58,9 @@ def run(
     Any method, task or protocol setting is a keyword (``iterations=200``,
     ``inner_lr=0.01``, ``eval_steps=(1, 10)``); ``settings`` takes qualified names.
     """
+    from benchmarks.store.mlflow_settings import configure_mlflow
+
+    configure_mlflow()  # before MLflow is imported: it reads its logging level then
     from benchmarks.running.service import RunRequest, open_run
 
     started = open_run(RunRequest(
@@ -107,6 +110,9 @@ def leaderboard(
     caption and the ranked metric in words are in ``frame.attrs``."""
     import pandas
 
+    from benchmarks.store.mlflow_settings import configure_mlflow
+
+    configure_mlflow()
     from benchmarks.catalog.installed import benchmark_spec
     from benchmarks.results.formats import as_csv, caption
     from benchmarks.results.leaderboards import RunFilter, leaderboard_from_store

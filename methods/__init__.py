@@ -1,17 +1,16 @@
-"""Learners. Importing this package registers the built-in methods."""
+"""Learners, in rooms by what they are (lowest first; each room's ``__init__`` says what
+lives there): ``common``, ``gradient``, ``continual``, ``reference``, ``layers``,
+``analyses``, ``in_context``, ``peers``. ``api`` (the Method API) and ``registry`` are the
+contract every room builds on. Importing this package registers the built-in methods."""
 
-from methods import (  # noqa: F401  (importing registers the built-ins)
-    avalanche_baselines,
-    continual,
-    icl,
-    l2l_peer,
-    lamaml,
-    maml,
-    online,
-    sequence,
-    ssm,
-)
 from methods.api import ContinualMethod, EpisodicMethod, Method, MethodConfig, OnlineMethod
+
+# Importing a room's learners registers them (one ``register_method`` per learner, beside
+# its class).
+from methods.continual import baselines, lamaml, online  # noqa: F401
+from methods.gradient import maml  # noqa: F401
+from methods.in_context import regression, sequence, ssm  # noqa: F401
+from methods.peers import avalanche, l2l  # noqa: F401
 from methods.registry import METHODS, register_method
 
 __all__ = [

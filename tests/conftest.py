@@ -67,7 +67,7 @@ def _store_template(tmp_path_factory) -> Path:
     """A new store exactly as ``open_store`` leaves one (schema migrated, no default
     experiment, write-ahead log, tag index), made once per session: MLflow's migrations
     take 1.5-3 s per new store, most of a short test's time."""
-    from benchmarks.store.tracking import open_store
+    from benchmarks.store.client import open_store
 
     db = tmp_path_factory.mktemp("store-template") / "mlflow.db"
     open_store(f"sqlite:///{db}")

@@ -57,7 +57,7 @@ def stored_runs(store: str, benchmark: str = "sinusoid-5shot") -> list:
     """Every run of ``benchmark`` in ``store``, as MLflow's run entities ([] before its
     experiment exists). Through the store's creation lock: a test may poll a store that a
     subprocess is still creating (its schema migration would otherwise race ours)."""
-    from benchmarks.store.tracking import open_store
+    from benchmarks.store.client import open_store
 
     client = open_store(store)
     experiment = client.get_experiment_by_name(benchmark)

@@ -11,7 +11,7 @@ import torch
 from benchmarks.protocols import ContinualConfig, ContinualProtocol
 from benchmarks.protocols.recording import MemoryRecorder
 from mesabench_datasets.streams import StreamConfig, TaskStream
-from methods.avalanche_baselines import AvalancheBaseline, AvalancheConfig, experience_of
+from methods.peers.avalanche import AvalancheBaseline, AvalancheConfig, experience_of
 from tests.test_continual import learnable_arrays
 
 

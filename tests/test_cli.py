@@ -136,7 +136,7 @@ def test_diverging_run_fails_with_iteration(store, capsys):
 
 
 def test_failing_run_is_marked_failed_with_reason(store, monkeypatch):
-    from methods.maml import GradientMetaLearner
+    from methods.gradient.maml import GradientMetaLearner
 
     def broken(self, batch):
         raise RuntimeError("simulated failure")

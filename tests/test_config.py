@@ -11,7 +11,7 @@ from benchmarks.planning.plan import plan_run
 from benchmarks.protocols import EpisodicConfig
 from mesabench_datasets.regression import LinRegConfig, SinusoidConfig
 from methods.api import EpisodicMethod
-from methods.maml import MAMLConfig
+from methods.gradient.maml import MAMLConfig
 
 
 @pytest.mark.parametrize(

@@ -14,8 +14,8 @@ from benchmarks.protocols import ContinualConfig, ContinualProtocol
 from benchmarks.protocols.recording import MemoryRecorder
 from benchmarks.protocols.summary import continual_metrics
 from mesabench_datasets.streams import StreamConfig, TaskStream
-from methods.lamaml import LaMAMLConfig, LookAheadMetaLearner
-from methods.replay import ReservoirBuffer
+from methods.continual.lamaml import LaMAMLConfig, LookAheadMetaLearner
+from methods.continual.replay import ReservoirBuffer
 from tests.helpers import mlp_forward
 
 
@@ -384,9 +384,10 @@ def test_a_diverging_learner_stops_with_a_clear_message():
 
 def test_the_mlp_fast_path_equals_the_generic_lookahead():
     """The MLP's one-pass grouped gradients give what two autograd passes give."""
-    from methods.inner_loop import InnerLoop
-    from methods.modulation import LearnedRates
-    from methods.networks import MLP
+    from methods.common.networks import MLP
+    from methods.continual.lamaml import LookAhead
+    from methods.gradient.inner_loop import InnerLoop
+    from methods.gradient.modulation import LearnedRates
 
     torch.manual_seed(0)
     mlp = MLP(6, (5, 4), 3)
@@ -397,9 +398,9 @@ def test_the_mlp_fast_path_equals_the_generic_lookahead():
     x, y = torch.randn(4, 6), torch.randint(0, 3, (4,))
     meta_x, meta_y = torch.randn(7, 6), torch.randint(0, 3, (7,))
     results = [
-        InnerLoop(
-            net, rates, "cross_entropy", list(params), first_order=True
-        ).lookahead_first_order(params, {}, x, y, meta_x, meta_y)
+        LookAhead(InnerLoop(net, rates, "cross_entropy", list(params), first_order=True))(
+            params, {}, x, y, meta_x, meta_y
+        )
         for net in (mlp, plain)
     ]
     (loss_a, grads_a, rates_a), (loss_b, grads_b, rates_b) = results

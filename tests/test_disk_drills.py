@@ -60,7 +60,7 @@ def test_a_disk_that_fills_while_training_closes_the_run_failed_keeping_its_metr
     from benchmarks.planning.plan import plan_run
     from benchmarks.protocols.recording import MemoryRecorder
     from benchmarks.running.execute import execute
-    from benchmarks.store.tracking import open_store
+    from benchmarks.store.client import open_store
 
     store = f"sqlite:///{small_disk / 'mlflow.db'}"
     settings = {"iterations": "6000", "val_every": "1000", "checkpoint_every": "2000",

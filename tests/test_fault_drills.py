@@ -21,9 +21,9 @@ import psutil
 import pytest
 from mlflow.tracking import MlflowClient
 
+from benchmarks.store.client import open_store
 from benchmarks.store.lifecycle import INTERVAL_ENV, is_stale
-from benchmarks.store.tracking import open_store
-from benchmarks.sweeps.sweep import SWEEP_TAG
+from benchmarks.sweeps.in_store import SWEEP_TAG
 from tests.helpers import python_env, stored_runs, wait_for
 
 pytestmark = pytest.mark.slow

@@ -11,9 +11,9 @@ from mlflow.tracking import MlflowClient
 from benchmarks.cli.main import main
 from mesabench_datasets.fewshot import FewShotConfig
 from mesabench_datasets.tasks import seeded_generator
-from methods.inner_loop import InnerLoop
-from methods.modulation import FixedRate
-from methods.networks import Conv4
+from methods.common.networks import Conv4
+from methods.gradient.inner_loop import InnerLoop
+from methods.gradient.modulation import FixedRate
 from tests.image_fixtures import write_miniimagenet_csv, write_miniimagenet_pickles, write_omniglot
 
 SMALL = [
@@ -227,7 +227,7 @@ def test_conv4_meta_gradient_is_the_same_vmapped_or_looped(data_root, first_orde
 def test_sparse_maml_runs_on_a_resnet12_backbone(data_root, store, capsys):
     """network=resnet12 end to end (thesis table 4.2's backbone, narrowed): masks on every
     block's tensors, and the run's parameter count the network's."""
-    from methods.networks import ResNet12
+    from methods.common.networks import ResNet12
 
     write_omniglot(data_root)
     code = main(["run", "--method", "sparse_maml", "--benchmark", "omniglot-5w1s", *SMALL,

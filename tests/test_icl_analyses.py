@@ -14,9 +14,9 @@ from benchmarks.protocols.recording import MemoryRecorder
 from benchmarks.running.execute import build_method, execute
 from mesabench_datasets.regression import LinRegConfig
 from mesabench_datasets.tasks import seeded_generator
-from methods import icl_analyses
-from methods.attention import LinearSelfAttention, gd_construction, gdpp_construction
-from methods.reference_algorithms import gd_token_predict
+from methods.analyses import in_context as icl_analyses
+from methods.layers.attention import LinearSelfAttention, gd_construction, gdpp_construction
+from methods.reference.algorithms import gd_token_predict
 
 
 def _plan(method: str, benchmark: str = "linreg-icl", **settings):
@@ -94,7 +94,7 @@ def test_the_copy_then_gd_construction_is_one_gd_step(outputs):
     assert got.shape == expected.shape == (100, 3, outputs)
     torch.testing.assert_close(got, expected, atol=1e-4, rtol=1e-4)
     # Its rate is the closed-form optimum of the batch it saw (the gd reference's).
-    from methods.reference_algorithms import optimal_one_step_rate
+    from methods.reference.algorithms import optimal_one_step_rate
 
     num, den = optimal_one_step_rate(*batch)
     assert eta == pytest.approx((num / den).item() * source.config.shots, rel=1e-5)
@@ -128,7 +128,7 @@ def test_the_interleaved_ablation_leaves_a_copy_then_gd_model_unchanged():
 
 # -- GD-SSM beside its construction ---------------------------------------------------------
 def test_gdssm_parameters_of_the_construction():
-    from methods.ssm import gdssm_construction
+    from methods.in_context.ssm import gdssm_construction
 
     plan = _plan("gdssm", input_range="0.5")
     method = build_method(plan)
@@ -191,7 +191,7 @@ def test_other_input_distributions_keep_the_variance_and_the_closed_form_holds(d
     assert (x.pow(4).mean() / x.pow(2).mean() ** 2).item() == pytest.approx(kurtosis, rel=0.05)
     eta, loss = config.build().one_step_gd_optimum()
     # Independent: the rate fitted on these tasks and its loss, against the closed form.
-    from methods.reference_algorithms import optimal_one_step_rate
+    from methods.reference.algorithms import optimal_one_step_rate
 
     num, den = optimal_one_step_rate(*batch)
     fitted = (num / den).item() * 10
@@ -255,7 +255,7 @@ def test_gd_with_a_fixed_rate_fits_nothing():
 def test_vector_targets_are_each_output_regressed_alike(method_name):
     """GD on m outputs is m independent GD steps; the GD-SSM and LSA constructions with an
     m-wide y-slot compute exactly that."""
-    from methods.ssm import gdssm_construction
+    from methods.in_context.ssm import gdssm_construction
 
     plan = _plan(method_name, outputs=3, queries=2)
     method = build_method(plan)

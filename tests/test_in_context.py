@@ -11,8 +11,8 @@ from benchmarks.running.execute import build_method, execute
 from mesabench_datasets.regression import LinRegConfig
 from mesabench_datasets.tasks import seeded_generator
 from mesabench_datasets.tokens import context_tokens, query_tokens, read_prediction
-from methods.attention import LinearSelfAttention, gd_construction, gdpp_construction
-from methods.reference_algorithms import gd_token_predict, ridge_predict
+from methods.layers.attention import LinearSelfAttention, gd_construction, gdpp_construction
+from methods.reference.algorithms import gd_token_predict, ridge_predict
 from tests.helpers import LINREG_EVAL
 
 
@@ -166,7 +166,7 @@ def test_in_context_methods_refuse_image_benchmarks():
 
 
 def test_alignment_metrics_are_perfect_for_constructed_gd_and_poor_for_ridge():
-    from methods.icl_analyses import gd_alignment
+    from methods.analyses.in_context import gd_alignment
 
     source = LinRegConfig(input_range=0.5).build()
     plan = plan_run("lsa", "linreg-icl", overrides={"input_range": "0.5"}, device="cpu")
@@ -234,7 +234,7 @@ def test_interleaved_tokens_are_the_natural_sequence():
 
 
 def test_gdssm_construction_is_one_gd_step():
-    from methods.ssm import GDSSM, gdssm_construction
+    from methods.in_context.ssm import GDSSM, gdssm_construction
 
     sx, sy, qx, _ = _batch()
     d, n, eta = sx.shape[2], sx.shape[1], 1.3
@@ -390,7 +390,7 @@ def test_in_context_benchmark_variants_learn(method, spec, iterations):
 def test_weight_analyses_of_the_constructed_layer_equal_gd():
     """Prop. 1 weights: the layer repeated K times with dampening is K GD steps at the
     dampened rate, and the path to the (rescaled) constructed products is flat."""
-    from methods.icl_analyses import DAMPENINGS, REPEATS, fitted_gd_rate, lsa_weight_analyses
+    from methods.analyses.in_context import DAMPENINGS, REPEATS, fitted_gd_rate, lsa_weight_analyses
 
     source = LinRegConfig(input_range=0.5).build()
     lsa = build_method(
@@ -419,7 +419,7 @@ def test_weight_analyses_of_the_constructed_layer_equal_gd():
 
 
 def test_interpolation_starts_at_the_trained_model():
-    from methods.icl_analyses import ANALYSIS, lsa_weight_analyses
+    from methods.analyses.in_context import ANALYSIS, lsa_weight_analyses
 
     source = LinRegConfig(input_range=0.5).build()
     plan = plan_run(

@@ -10,10 +10,10 @@ from torch import nn
 
 from mesabench_datasets.regression import SinusoidConfig
 from mesabench_datasets.tasks import TaskBatch, seeded_generator
-from methods.inner_loop import InnerLoop
-from methods.losses import per_task_loss
-from methods.modulation import FixedRate, LearnedRates
-from methods.networks import MLP
+from methods.common.losses import per_task_loss
+from methods.common.networks import MLP
+from methods.gradient.inner_loop import InnerLoop
+from methods.gradient.modulation import FixedRate, LearnedRates
 
 
 def _net() -> nn.Module:
@@ -105,7 +105,7 @@ def test_anil_adapts_the_head_only_and_its_meta_gradient_equals_higher():
 
 
 def _image_network(name: str) -> nn.Module:
-    from methods.networks import Conv4, ResNet12
+    from methods.common.networks import Conv4, ResNet12
 
     torch.manual_seed(11)
     if name == "conv4":

@@ -33,8 +33,8 @@ import torch
 from torch import nn
 
 from mesabench_datasets.tasks import Problem
-from methods.avalanche_baselines import experience_of
-from methods.lamaml import LaMAMLConfig, LookAheadMetaLearner
+from methods.continual.lamaml import LaMAMLConfig, LookAheadMetaLearner
+from methods.peers.avalanche import experience_of
 
 BATCH, GLANCES, TASKS, BATCHES_PER_TASK = 10, 5, 2, 3
 PUBLISHED = {"glances": GLANCES, "replay_batch": 10, "buffer_size": 200, "grad_clip": 2.0,
@@ -100,7 +100,7 @@ def _ours(overrides: dict, batches, negative_rate: bool = False):
             learner.modulation.raw("0.weight")[0, 0] = -0.05
     initial = {n: p.detach().clone() for n, p in learner.params.items()}
     glances: list[Glance] = []
-    lookahead = learner.inner.lookahead_first_order
+    lookahead = learner.lookahead
 
     def state():
         return _state(learner.params.values(), learner.modulation.parameters())
@@ -116,7 +116,7 @@ def _ours(overrides: dict, batches, negative_rate: bool = False):
         ))  # fmt: skip
         return loss, param_grads, rate_grads
 
-    learner.inner.lookahead_first_order = recorded  # records what it is given, changes nothing
+    learner.lookahead = recorded  # records what it is given, changes nothing
     for x, y in batches:
         learner.observe(x, y)
     glances[-1].state_after = state()

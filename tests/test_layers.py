@@ -26,6 +26,11 @@ ABOVE = {
 ROOMS = ["metrics", "protocols", "catalog", "planning", "store", "running", "results", "sweeps",
          "published", "cli"]  # fmt: skip
 FACES = {"benchmarks", "benchmarks.__main__", "benchmarks.plugin_api", "benchmarks.python_api"}
+#: The rooms of methods/, lowest first, on the contract every room builds on (``methods.api``,
+#: ``methods.registry``); the package itself (which registers the built-ins) is its face.
+METHOD_ROOMS = ["common", "gradient", "continual", "reference", "layers", "analyses",
+                "in_context", "peers"]  # fmt: skip
+METHOD_FACES = {"methods"}
 
 
 def _module_name(path: Path) -> str:
@@ -130,31 +135,39 @@ def test_the_cycle_finder_finds_a_cycle_through_three_modules():
     assert _cycles(graph) == [["a", "b", "c"]]
 
 
-def _room(module: str) -> str | None:
+def _room(module: str, package: str = "benchmarks") -> str | None:
     parts = module.split(".")
-    return parts[1] if parts[0] == "benchmarks" and len(parts) > 2 else None
+    return parts[1] if parts[0] == package and len(parts) > 2 else None
 
 
-def test_the_rooms_of_benchmarks_import_only_downwards():
+@pytest.mark.parametrize("package, rooms, faces", [("benchmarks", ROOMS, FACES),
+                                                   ("methods", METHOD_ROOMS, METHOD_FACES)])
+def test_the_rooms_of_each_package_import_only_downwards(package, rooms, faces):
     offending = []
     for name, targets in _graph().items():
-        room = _room(name)
+        room = _room(name, package)
         if room is None:
             continue
         for target in targets:
-            if target in FACES:
+            if target in faces:
                 offending.append(f"{name} imports the face {target}")
-            below = _room(target)
-            if below is not None and ROOMS.index(below) > ROOMS.index(room):
+            below = _room(target, package)
+            if below is not None and rooms.index(below) > rooms.index(room):
                 offending.append(f"{name} ({room}) imports {target} ({below})")
     assert offending == []
 
 
-def test_every_room_is_a_folder_and_nothing_else_lies_loose():
-    loose = {p.stem for p in (ROOT / "benchmarks").glob("*.py")}
-    assert loose == {"__init__", "__main__", "plugin_api", "python_api"}
-    folders = {p.name for p in (ROOT / "benchmarks").iterdir() if (p / "__init__.py").exists()}
-    assert folders == set(ROOMS)
+@pytest.mark.parametrize("package, rooms, loose", [
+    ("benchmarks", ROOMS, {"__init__", "__main__", "plugin_api", "python_api"}),
+    ("methods", METHOD_ROOMS, {"__init__", "api", "registry"}),
+])  # fmt: skip
+def test_every_room_is_a_folder_and_nothing_else_lies_loose(package, rooms, loose):
+    assert {p.stem for p in (ROOT / package).glob("*.py")} == loose
+    folders = {p.name for p in (ROOT / package).iterdir() if (p / "__init__.py").exists()}
+    assert folders == set(rooms)
+    for room in rooms:  # each room says in one line what lives there
+        doc = ast.get_docstring(ast.parse((ROOT / package / room / "__init__.py").read_text()))
+        assert doc and (package == "benchmarks" or len(doc.splitlines()) == 1), room
 
 
 def test_the_shared_basics_are_one_object_at_every_layer():
@@ -187,8 +200,8 @@ ALLOWED_BELOW = {
     "methods",
     "methods.api",
     "methods.registry",
-    "methods.losses",  # the scoring functions (public: benchmarks.plugin_api)
-    "methods.icl_figures",  # its series colours, so that one series has one colour everywhere
+    "methods.common.losses",  # the scoring functions (public: benchmarks.plugin_api)
+    "methods.analyses.figures",  # its series colours, so that one series has one colour everywhere
 }
 
 
@@ -199,3 +212,18 @@ def test_protocols_plots_and_leaderboards_know_no_concrete_dataset_or_method(pat
     # ... nor name a benchmark's data sources in their code.
     text = path.read_text().lower()
     assert not [w for w in ("osaka", "omniglot", "mnist", "sinusoid") if f'"{w}' in text]
+
+
+def test_no_two_paths_differ_only_in_case():
+    """On a case-insensitive checkout (macOS, Windows) one of two such files overwrites the
+    other: every tracked path, folders included, is unique without its case."""
+    import subprocess
+
+    listed = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True,
+                            check=True).stdout.decode().split("\0")  # fmt: skip
+    paths = {p for p in listed if p}
+    paths |= {str(Path(p).parents[i]) for p in paths for i in range(len(Path(p).parents) - 1)}
+    by_fold: dict[str, set[str]] = {}
+    for path in paths:
+        by_fold.setdefault(path.casefold(), set()).add(path)
+    assert [sorted(v) for v in by_fold.values() if len(v) > 1] == []

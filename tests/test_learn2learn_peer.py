@@ -10,7 +10,7 @@ import torch
 from benchmarks.planning.plan import plan_run
 from benchmarks.running.execute import build_method
 from mesabench_datasets.tasks import seeded_generator
-from methods.l2l_peer import learn2learn_installed
+from methods.peers.l2l import learn2learn_installed
 
 if not learn2learn_installed():
     if os.environ.get("CI"):  # the README's install builds it: CI must not skip silently

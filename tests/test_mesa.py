@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from methods.mesa import MesaLayer, MesaState, mesa_chunked, mesa_parallel, mesa_recurrent
+from methods.layers.mesa import MesaLayer, MesaState, mesa_chunked, mesa_parallel, mesa_recurrent
 
 
 def _ridge_at_every_step(keys, values, queries, lam):

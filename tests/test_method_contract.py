@@ -9,8 +9,8 @@ import torch
 from mlflow.tracking import MlflowClient
 
 from benchmarks.protocols.base import MethodContractError, checked_output
-from methods.losses import per_task_loss, task_loss
-from methods.maml import GradientMetaLearner
+from methods.common.losses import per_task_loss, task_loss
+from methods.gradient.maml import GradientMetaLearner
 from methods.registry import METHODS, MethodEntry
 
 

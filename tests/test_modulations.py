@@ -14,10 +14,10 @@ from torch import nn
 from benchmarks.plugin_api import GradientModulation, ModulationSettings
 from mesabench_core import BadInput
 from mesabench_datasets.tasks import Problem
-from methods.lamaml import LaMAMLConfig, LookAheadMetaLearner
-from methods.maml import GradientMetaLearner, MAMLConfig
-from methods.modulation import MODULATIONS, FixedRate, LearnedRates, register_modulation
-from methods.online import OnlineMetaConfig, OnlineMetaLearner
+from methods.continual.lamaml import LaMAMLConfig, LookAheadMetaLearner
+from methods.continual.online import OnlineMetaConfig, OnlineMetaLearner
+from methods.gradient.maml import GradientMetaLearner, MAMLConfig
+from methods.gradient.modulation import MODULATIONS, FixedRate, LearnedRates, register_modulation
 from tests.helpers import (
     CONTINUAL_TINY,
     PLUGIN_PACKAGES,

@@ -7,7 +7,7 @@ import torch
 
 from mesabench_core import IncompatibleSetting
 from mesabench_datasets.tasks import Problem
-from methods.networks import ResNet12, build_network
+from methods.common.networks import ResNet12, build_network
 
 
 def _resnet12_count(in_channels: int, widths: tuple[int, ...], classes: int) -> int:

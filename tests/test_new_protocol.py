@@ -19,7 +19,7 @@ from benchmarks.protocols.recording import MemoryRecorder
 from mesabench_core import param
 from mesabench_datasets.regression import SinusoidConfig
 from mesabench_datasets.tasks import seeded_generator
-from methods.maml import GradientMetaLearner
+from methods.gradient.maml import GradientMetaLearner
 from methods.registry import METHODS, MethodEntry
 
 

@@ -15,7 +15,7 @@ from benchmarks.protocols.online import OnlineConfig, OnlineProtocol, boundary_s
 from benchmarks.protocols.recording import MemoryRecorder
 from mesabench_datasets.osaka import SOURCES, OsakaConfig
 from methods.api import OnlineMethod
-from methods.online import OnlineMetaConfig, OnlineMetaLearner
+from methods.continual.online import OnlineMetaConfig, OnlineMetaLearner
 from tests.helpers import OSAKA_TINY
 from tests.image_fixtures import write_mnist, write_omniglot
 

@@ -177,7 +177,7 @@ def test_a_plugin_taking_a_builtin_name_is_refused_alone(plugin_site, tmp_path, 
         other,
         "copycat",
         "0.2",
-        {"copycat": "from methods.maml import GradientMetaLearner\n"
+        {"copycat": "from methods.gradient.maml import GradientMetaLearner\n"
                     "from benchmarks.catalog.specs import BenchmarkSpec, BENCHMARKS\n"
                     "import dataclasses\n"
                     "class Copy(GradientMetaLearner):\n"

@@ -9,8 +9,8 @@ import torch
 
 from mesabench_datasets.dynamics import LinDynConfig
 from mesabench_datasets.tasks import seeded_generator
-from methods.probes import fit_probe, probe_depths, probe_r2, probe_targets
-from methods.sequence import CausalLinearAttention, constructed_tokens
+from methods.analyses.probes import fit_probe, probe_depths, probe_r2, probe_targets
+from methods.in_context.sequence import CausalLinearAttention, constructed_tokens
 
 
 def test_probe_r2_agrees_with_a_least_squares_fit_computed_by_numpy():

@@ -12,7 +12,7 @@ from benchmarks.protocols import PROTOCOLS, DivergenceError, Protocol, RunState
 from benchmarks.protocols.recording import MemoryRecorder
 from mesabench_datasets.regression import SinusoidConfig
 from mesabench_datasets.tasks import seeded_generator
-from methods.maml import GradientMetaLearner, MAMLConfig
+from methods.gradient.maml import GradientMetaLearner, MAMLConfig
 
 
 class Recorder(MemoryRecorder):

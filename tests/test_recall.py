@@ -9,7 +9,7 @@ from benchmarks.planning.config import ConfigError
 from benchmarks.planning.plan import plan_run
 from mesabench_datasets.recall import RecallConfig
 from mesabench_datasets.tasks import UNSCORED, seeded_generator
-from methods.losses import per_task_accuracy, per_task_loss
+from methods.common.losses import per_task_accuracy, per_task_loss
 
 
 def test_every_key_is_queried_once_and_its_target_is_its_value():

@@ -13,7 +13,7 @@ import pytest
 
 from benchmarks.protocols.figures import SERIES_COLOURS
 from benchmarks.results.report_figures import draw, figure_data
-from methods.icl_figures import icl_curves_figure
+from methods.analyses.figures import icl_curves_figure
 
 
 def _legend_matches_artists(fig) -> list[tuple[str, str, str]]:
@@ -125,7 +125,7 @@ def test_figures_kept_by_a_caller_leave_nothing_open_in_pyplot():
     import torch
 
     from benchmarks.protocols.figures import accuracy_matrix_figure
-    from methods.icl_figures import lsa_weights_figure
+    from methods.analyses.figures import lsa_weights_figure
 
     plt.close("all")
     curves = {name: [(1, (1.0, 2.0, 3.0, 4.0))] for name in ("context", "ood_input",

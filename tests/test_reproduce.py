@@ -14,7 +14,7 @@ from benchmarks.cli.main import main
 from benchmarks.published.reproduce import claim_spec, lines_to_run, markdown, reproduce
 from benchmarks.published.tables import TABLES, Claim, Table, check_catalog, judge
 from benchmarks.store.tracking import MlflowTracker
-from benchmarks.sweeps.sweep import plan_cells
+from benchmarks.sweeps.spec import plan_cells
 from tests.helpers import python_env
 
 PAPER = Claim("a line", "sinusoid-5shot", "maml", "final/test_loss", target=1.0,

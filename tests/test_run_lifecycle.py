@@ -21,7 +21,7 @@ from benchmarks.planning.plan import plan_run
 from benchmarks.store import claims
 from benchmarks.store.lifecycle import HEARTBEAT_TAG, INTERVAL_ENV, is_stale
 from benchmarks.store.tracking import MlflowTracker
-from benchmarks.sweeps.sweep import check_ray_resources
+from benchmarks.sweeps.backends import check_ray_resources
 from tests.helpers import (
     CONTINUAL_TINY,
     ROOT,

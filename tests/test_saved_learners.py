@@ -162,7 +162,7 @@ def test_online_runs_keep_the_pretraining_learners_under_their_phase():
 
 
 def test_evaluating_a_sweeps_parent_run_is_one_line_and_exit_2(store, capsys):
-    from benchmarks.sweeps.sweep import SWEEP_TAG
+    from benchmarks.sweeps.in_store import SWEEP_TAG
 
     # The cell run in-process first: the sweep then finds it done and only records its
     # parent run (a real one), without starting a cell process.

@@ -25,7 +25,7 @@ CONTINUAL = "tests/test_continual.py"
 
 MUTATIONS = {
     "accuracy scaled by 0.98": (
-        "methods/losses.py",
+        "methods/common/losses.py",
         "correct = (prediction.argmax(dim=-1) == target).float()",
         "correct = (prediction.argmax(dim=-1) == target).float() * 0.98",
         [FEWSHOT, "-k", "known_answers"],

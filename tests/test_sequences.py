@@ -65,8 +65,8 @@ def test_mesa_learns_in_context_and_logs_the_loss_by_position():
 
 def test_hybrid_stack_starts_with_causal_softmax_attention():
     from benchmarks.running.execute import build_method
-    from methods.mesa import MesaLayer
-    from methods.sequence import CausalSoftmaxAttention
+    from methods.in_context.sequence import CausalSoftmaxAttention
+    from methods.layers.mesa import MesaLayer
 
     plan = plan_run(
         "mesa",
@@ -88,7 +88,7 @@ def test_hybrid_stack_starts_with_causal_softmax_attention():
 
 
 def test_least_squares_reference_solves_each_prefix_as_numpy_does():
-    from methods.sequence import autoregressive_least_squares
+    from methods.in_context.sequence import autoregressive_least_squares
 
     seq = LinDynConfig(dim=3, length=9).build().sample(2, seeded_generator(4)).query_x.double()
     ours = autoregressive_least_squares(seq, lam=0.0)
@@ -110,8 +110,8 @@ def test_one_gd_step_reference_is_numpys_step_at_numpys_least_squares_rate():
     steps); causal linear attention with values s_t, keys s_{t-1} and queries s_t mixes the
     same step."""
     from benchmarks.running.execute import build_method
-    from methods.reference_algorithms import autoregressive_gradient
-    from methods.sequence import CausalLinearAttention
+    from methods.in_context.sequence import CausalLinearAttention
+    from methods.reference.algorithms import autoregressive_gradient
 
     source = LinDynConfig(dim=3, length=9).build()
     batches = [source.sample(4, seeded_generator(seed)) for seed in (5, 6)]
@@ -143,7 +143,7 @@ def test_one_gd_step_reference_scores_the_step_a_large_sample_fits():
     """The run's test loss against the same step, its rate fitted on 4,000 other sequences,
     scored by hand on the run's test sequences (the benchmark's defaults: D = 10, T = 50)."""
     from benchmarks.protocols.episodic import TEST, EpisodicConfig
-    from methods.reference_algorithms import autoregressive_gradient
+    from methods.reference.algorithms import autoregressive_gradient
 
     final = execute(plan_run("ar_gd", "lindyn", overrides={"iterations": "20",
                                                            "test_tasks": "300"},
@@ -199,7 +199,7 @@ def test_sequence_layers_from_the_field_train_in_context(method, init_std):
 def test_flash_linear_attention_layers_compute_their_recurrences():
     """Our wiring of fla's recurrences (layouts, normalisation, gates) against the rules
     written out token by token."""
-    from methods.fla_layers import DeltaNetLayer, GatedLinearAttentionLayer
+    from methods.layers.fla import DeltaNetLayer, GatedLinearAttentionLayer
 
     torch.manual_seed(0)
     tokens = torch.randn(2, 7, 6)
@@ -237,7 +237,7 @@ def test_flash_linear_attention_layers_compute_their_recurrences():
 def copy_layer(dim: int, scale: float = 200.0):
     """A softmax layer on raw tokens (s_t, 0, p_t) that reads position t - 1 (its query is
     p_t rotated back one step, its key p_t') and writes s_t-1 into the empty slot."""
-    from methods.sequence import POSITION_WIDTH, CausalSoftmaxAttention
+    from methods.in_context.sequence import POSITION_WIDTH, CausalSoftmaxAttention
 
     width = 2 * dim + POSITION_WIDTH
     layer = CausalSoftmaxAttention(width, heads=1, init_std=0.0).double()
@@ -254,7 +254,7 @@ def copy_layer(dim: int, scale: float = 200.0):
 
 
 def test_a_copy_layer_on_raw_tokens_builds_the_constructed_tokens_and_is_measured_so():
-    from methods.sequence import constructed_tokens, previous_attention, raw_tokens
+    from methods.in_context.sequence import constructed_tokens, previous_attention, raw_tokens
 
     seq = LinDynConfig(dim=3, length=12).build().sample(5, seeded_generator(6)).query_x.double()
     layer = copy_layer(3)
@@ -334,8 +334,8 @@ def test_without_triton_the_field_layers_are_refused_in_one_line():
 def test_causal_gd_ssm_computes_its_recurrence_and_starts_as_linear_attention():
     """The GD-SSM mixer against its rule written out as a sum over earlier positions,
     S_t = sum_t'<=t A_t' diag(Lambda)^(t-t'); and with no decay, linear attention."""
-    from methods.sequence import CausalLinearAttention
-    from methods.ssm import CausalGDSSM
+    from methods.in_context.sequence import CausalLinearAttention
+    from methods.in_context.ssm import CausalGDSSM
 
     torch.manual_seed(1)
     tokens = torch.randn(2, 6, 4, dtype=torch.float64)
@@ -377,8 +377,8 @@ def test_copy_sensitivity_scores_the_stack_with_an_exact_copy_and_without_the_la
     (s_t, s_t-1, p_t) built directly (s_1 in place of s_0); without the layer, on
     (s_t, 0, p_t); and the hand-built layer, a near-exact copy, scores as the exact one."""
     from benchmarks.running.execute import build_method
-    from methods.losses import per_task_loss
-    from methods.sequence import constructed_tokens, raw_tokens
+    from methods.common.losses import per_task_loss
+    from methods.in_context.sequence import constructed_tokens, raw_tokens
 
     plan = plan_run("mesa", "lindyn",
                     overrides={"dim": "3", "length": "12", "tokens": "raw",
@@ -415,8 +415,8 @@ def test_repurposing_prompts_and_scores_against_least_squares_by_numpy():
     the junk transitions y_i -> x_i+1; with end-of-pair tokens, on the pairs and y_i -> 0
     (0 -> x_i+1 carries no information); continual prompts, another task's first. Each
     recomputed here with NumPy's lstsq."""
-    from methods.repurpose import regression_prompt, repurposing_scores
-    from methods.sequence import autoregressive_least_squares
+    from methods.analyses.repurpose import regression_prompt, repurposing_scores
+    from methods.in_context.sequence import autoregressive_least_squares
 
     x = torch.arange(1.0, 7.0).view(1, 3, 2)  # x_1, x_2, x_q
     y = -x[:, :2]

@@ -85,7 +85,7 @@ def test_a_sweeps_start_up_check_reads_only_its_cells_through_the_tag_index(stor
 
     from benchmarks.store.reader import TAG_VALUE_INDEX
     from benchmarks.store.tracking import MlflowTracker
-    from benchmarks.sweeps.sweep import store_state
+    from benchmarks.sweeps.in_store import store_state
 
     mine = fake_run(store, "maml", 0, {"final/test_loss": 0.5})
     fake_run(store, "fomaml", 0, {"final/test_loss": 0.5})  # another cell, not this sweep's

@@ -15,14 +15,9 @@ from mlflow.tracking import MlflowClient
 
 from benchmarks.cli.main import main
 from benchmarks.planning.config import ConfigError
-from benchmarks.sweeps.sweep import (
-    SWEEP_TAG,
-    cell_env,
-    parse_seeds,
-    plan_cells,
-    spec_from_args,
-    spec_from_file,
-)
+from benchmarks.sweeps.backends import cell_env
+from benchmarks.sweeps.in_store import SWEEP_TAG
+from benchmarks.sweeps.spec import parse_seeds, plan_cells, spec_from_args, spec_from_file
 from tests.helpers import ROOT, free_port, python_env, stored_runs
 
 FAST = ["--set", "iterations=20", "--set", "val_every=10", "--set", "val_tasks=20",
@@ -187,7 +182,8 @@ def test_a_kept_pool_forks_every_call_from_one_warm_launcher(store):
     """``tune`` runs a sweep per trial round through one pool: the warm launcher (the
     imports a cell would pay) starts once, serves each call, and ends with the pool."""
     from benchmarks.store.tracking import MlflowTracker
-    from benchmarks.sweeps.sweep import LocalBackend, run_sweeps
+    from benchmarks.sweeps.backends import LocalBackend
+    from benchmarks.sweeps.sweep import run_sweeps
 
     tracker = MlflowTracker(store)
     pids = []
@@ -208,7 +204,8 @@ def test_sweeps_stopped_by_an_error_close_every_parent_killed_and_resume(store, 
     parents are closed KILLED (none left RUNNING) with the finished cell counted, and the
     next call runs only the cell that did not finish."""
     from benchmarks.store.tracking import MlflowTracker
-    from benchmarks.sweeps.sweep import LocalBackend, run_sweeps
+    from benchmarks.sweeps.backends import LocalBackend
+    from benchmarks.sweeps.sweep import run_sweeps
 
     tracker = MlflowTracker(store)
     specs = [
@@ -486,7 +483,7 @@ def test_a_grid_key_given_twice_is_refused_and_per_method_settings_reach_their_c
 
 
 def test_the_sweep_file_format_is_documented_key_by_key(tmp_path):
-    from benchmarks.sweeps.sweep import SWEEP_KEYS, SweepFile
+    from benchmarks.sweeps.spec import SWEEP_KEYS, SweepFile
 
     doc = (ROOT / "docs" / "running.md").read_text()
     section = doc[doc.index("### Sweep files"):]

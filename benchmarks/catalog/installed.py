@@ -30,7 +30,7 @@ from benchmarks.catalog.specs import BENCHMARKS, BenchmarkSpec, register_benchma
 from benchmarks.protocols import PROTOCOLS
 from mesabench_core import __version__
 from methods.api import Method
-from methods.modulation import GradientModulation, register_modulation
+from methods.gradient.modulation import GradientModulation, register_modulation
 from methods.registry import METHODS, MethodEntry, RegistryError
 
 #: Major version of the plugin surface (``benchmarks.plugin_api``, which re-exports it):

@@ -18,6 +18,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from benchmarks.cli import results_commands
 from benchmarks.planning.config import parse_pairs
 from benchmarks.running.console import answered, prepare_process, print_table
 from mesabench_core import BadInput
@@ -202,7 +203,7 @@ def _report_plugin_errors(console: Console) -> None:
 def cmd_list(args, console: Console) -> int:
     from benchmarks.catalog.installed import load_plugins, plugins_disabled
     from benchmarks.catalog.specs import BENCHMARKS
-    from methods.modulation import MODULATIONS
+    from methods.gradient.modulation import MODULATIONS
     from methods.registry import METHODS
 
     load_plugins()
@@ -300,13 +301,8 @@ def cmd_sweep(args, console: Console) -> int:
     from pathlib import Path
 
     from benchmarks.store.tracking import MlflowTracker
-    from benchmarks.sweeps.sweep import (
-        plan_cells,
-        run_sweep,
-        spec_from_args,
-        spec_from_file,
-        summary_line,
-    )
+    from benchmarks.sweeps.spec import plan_cells, spec_from_args, spec_from_file
+    from benchmarks.sweeps.sweep import run_sweep, summary_line
 
     if args.file is not None:
         if args.benchmark or args.methods or args.grid or args.overrides:
@@ -334,7 +330,7 @@ def cmd_sweep(args, console: Console) -> int:
 
 def cmd_tune(args, console: Console) -> int:
     from benchmarks.store.tracking import MlflowTracker
-    from benchmarks.sweeps.sweep import parse_seeds
+    from benchmarks.sweeps.spec import parse_seeds
     from benchmarks.sweeps.tune import TuneSpec, run_tune
     from mesabench_datasets.data_root import resolve_data_root
 
@@ -444,15 +440,6 @@ def _link(png: Path) -> str:
         return str(png)
 
 
-def _results_command(name: str):
-    def command(args, console: Console) -> int:
-        from benchmarks.cli import results_commands
-
-        return getattr(results_commands, f"cmd_{name}")(args, console)
-
-    return command
-
-
 COMMANDS = {
     "run": cmd_run,
     "list": cmd_list,
@@ -461,7 +448,11 @@ COMMANDS = {
     "sweep": cmd_sweep,
     "tune": cmd_tune,
     "reproduce": cmd_reproduce,
-    **{name: _results_command(name) for name in ("leaderboard", "report", "ui", "compare", "runs")},
+    "leaderboard": results_commands.cmd_leaderboard,
+    "report": results_commands.cmd_report,
+    "ui": results_commands.cmd_ui,
+    "compare": results_commands.cmd_compare,
+    "runs": results_commands.cmd_runs,
 }
 
 

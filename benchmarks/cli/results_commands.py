@@ -293,8 +293,8 @@ def _plain(table: Table) -> str:
 
 def cmd_report(args, console: Console) -> int:
     from benchmarks.results.report import write_report
+    from benchmarks.store.client import open_for_reading
     from benchmarks.store.reader import open_reader
-    from benchmarks.store.tracking import open_for_reading
 
     output = _writable(args.output, "folder")
     tables = _report_tables(args)
@@ -444,6 +444,7 @@ def cmd_runs(args, console: Console) -> int:
     import time
 
     from benchmarks.results.leaderboards import benchmarks_in_store
+    from benchmarks.store.client import open_for_reading, open_store
     from benchmarks.store.lifecycle import (
         is_stale,
         last_heartbeat,
@@ -452,7 +453,6 @@ def cmd_runs(args, console: Console) -> int:
         process_alive,
     )
     from benchmarks.store.reader import open_reader
-    from benchmarks.store.tracking import open_for_reading, open_store
 
     if args.mark_failed and not args.stale:
         raise ResultsUsageError("--mark-failed needs --stale (it closes only lost runs)")

@@ -19,7 +19,7 @@ from benchmarks.protocols.summary import mean_ci95
 from mesabench_core import ConfigError, param
 from mesabench_datasets.tasks import TaskSource, seeded_generator
 from methods.api import EpisodicMethod
-from methods.losses import is_classification, per_task_accuracy, per_task_loss
+from methods.common.losses import is_classification, per_task_accuracy, per_task_loss
 
 TRAIN, VALIDATION, TEST, ANALYSIS = 1, 2, 3, 4  # seed roles
 SPLITS = {TRAIN: "train", VALIDATION: "val", TEST: "test"}

@@ -10,7 +10,7 @@ matplotlib.use("Agg")
 from matplotlib import ticker  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
-from methods.icl_figures import ICL_SERIES_COLOURS  # noqa: E402
+from methods.analyses.figures import ICL_SERIES_COLOURS  # noqa: E402
 
 #: One colour per series label, in every panel and every figure (per run and in reports):
 #: a legend must never call one curve by another's name.

@@ -21,7 +21,7 @@ import torch
 
 from mesabench_datasets.regression import LinRegConfig
 from mesabench_datasets.tasks import TaskBatch, seeded_generator
-from methods.reference_algorithms import gd_token_predict
+from methods.reference.algorithms import gd_token_predict
 
 #: Seed roles of the derivation's two samples (apart from every run's train/val/test).
 FIT, MEASURE = 11, 12

@@ -188,7 +188,7 @@ def _gamma() -> Table:
         "GD++'s gamma read from trained recurrent 2-layer LSAs falls with the context size N",
         f"{_THESIS} (gamma and the largest eigenvalue of X X^T for N = 10, 25, 50, 100)",
         tuple(claims),
-        note="gamma is read from the tied layer's weights (methods.icl_analyses."
+        note="gamma is read from the tied layer's weights (methods.analyses.in_context."
         "gdpp_parameters: -sum over heads of the mean diagonals of P W_V and W_K^T W_Q on the "
         "x block); the derived column is the optimal tied 2-step GD++'s. U(-0.5, 0.5), d = 10; "
         "20 queries per task (5 for N >= 50, to keep a run within minutes). Bands are ours "

@@ -210,7 +210,7 @@ def _probes() -> Table:
         note=f"The {PROBED_DEPTH}-layer, 2-head linear stack of mesa-lindyn-depth (the same "
         "runs). A probe is a ridge regression (1e-4) from one layer's tokens to a target, fitted "
         "on 256 sequences and scored by R^2 on 256 others, over positions t >= D "
-        "(methods.probes). Targets: the next state; R_t s_t with R_t = (sum s_{t'-1} "
+        "(methods.analyses.probes). Targets: the next state; R_t s_t with R_t = (sum s_{t'-1} "
         "s_{t'-1}^T + I)^-1, the preconditioned state a mesa layer applies; one gradient "
         "step's prediction (sum s_t' s_{t'-1}^T) s_t. The relations (the target more decodable "
         "after the last layer, the two intermediate quantities after the middle one, than from "
@@ -460,7 +460,8 @@ def _language_model() -> Table:
         "is the thesis' direction, read from its figures; no number of the thesis applies at "
         "this scale. GD-SSM here is its recurrence as a causal layer (a 3-token local "
         "attention feeding a decaying matrix state, on the projections every layer has; "
-        "methods/ssm.py), the stream having no (x, y) pairs for the paper's stride-2 windows.",
+        "methods/in_context/ssm.py), the stream having no (x, y) pairs for the paper's "
+        "stride-2 windows.",
         figure=_by_layer(f"{_CH3}: language-model perplexity by sequence layer",
                          "lm-pydoc, 2 layers", "test perplexity", claims),
     )

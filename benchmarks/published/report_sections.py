@@ -16,7 +16,7 @@ from benchmarks.published.reproduce import (
     verdict_counts,
     write_figure,
 )
-from benchmarks.sweeps.sweep import parse_seeds
+from benchmarks.sweeps.spec import parse_seeds
 
 
 def best_outcome(table: Table, reader) -> Outcome | None:

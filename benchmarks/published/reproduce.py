@@ -19,7 +19,8 @@ from pathlib import Path
 
 from benchmarks.planning.config import ConfigError
 from benchmarks.published.claims import Claim, Judged, Table, judge_table
-from benchmarks.sweeps.sweep import SweepSpec, parse_seeds, plan_cells, run_sweeps
+from benchmarks.sweeps.spec import SweepSpec, parse_seeds, plan_cells
+from benchmarks.sweeps.sweep import run_sweeps
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,7 @@ from rich.progress import (
 from rich.table import Table
 from rich.text import Text
 
+from benchmarks.store.mlflow_settings import configure_mlflow
 from mesabench_core import BadInput
 
 EXIT_USAGE, EXIT_KILLED = 2, 130
@@ -131,9 +132,8 @@ def prepare_process() -> Console:
     # cache at INFO, for one).
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s: %(message)s")
     log.setLevel(logging.INFO)
-    # MLflow's own progress notes ("Creating initial MLflow database tables...") are not ours
-    # to show; its warnings and errors still are. (Read by MLflow when it is imported.)
-    os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")
+    # Before MLflow is imported: it reads its logging level then.
+    configure_mlflow()
     # A polite kill (SIGTERM) and a closed terminal (SIGHUP) are interruptions too: the run
     # is marked KILLED, not lost.
     signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)

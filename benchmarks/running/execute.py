@@ -14,7 +14,8 @@ from benchmarks.catalog.installed import benchmark_spec, method_entry
 from benchmarks.planning.plan import RunPlan
 from benchmarks.protocols import PROTOCOLS
 from benchmarks.protocols.recording import Recorder
-from benchmarks.store.tracking import OutOfSpace, RunClosedElsewhere
+from benchmarks.store.client import OutOfSpace
+from benchmarks.store.tracking import RunClosedElsewhere
 from mesabench_core import ConfigError
 from mesabench_datasets.data_root import using_data_root
 from methods.api import Method

@@ -27,7 +27,9 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from benchmarks.sweeps.sweep import LocalBackend, SweepSpec, run_sweeps
+from benchmarks.sweeps.backends import LocalBackend
+from benchmarks.sweeps.spec import SweepSpec
+from benchmarks.sweeps.sweep import run_sweeps
 from mesabench_core import ConfigError
 from methods.api import Choice, FloatRange, IntRange, Space
 
@@ -88,7 +90,7 @@ def selection_metric(spec: TuneSpec) -> tuple[str, bool]:
     """The validation metric trials are compared on, and whether higher is better."""
     from benchmarks.catalog.installed import benchmark_spec
     from benchmarks.metrics import catalog as metric_catalog
-    from methods.losses import is_classification
+    from methods.common.losses import is_classification
 
     bench = benchmark_spec(spec.benchmark)
     if bench.protocol_name != "episodic":
@@ -221,7 +223,7 @@ def trial_value(tracker, sweep: SweepSpec, metric: str) -> float | None:
     (``final/best_iteration``); None unless every seed has a FINISHED run with a finite
     validation (a failed or diverged trial)."""
     from benchmarks.store.claims import finished_run_of
-    from benchmarks.sweeps.sweep import plan_cells
+    from benchmarks.sweeps.spec import plan_cells
 
     values = []
     for cell, config_hash in plan_cells(sweep).items():

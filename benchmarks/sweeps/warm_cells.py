@@ -83,6 +83,9 @@ def serve() -> None:
 
     # The sweep's disposition (exec keeps an ignored signal ignored), read before imports.
     interruptible = signal.getsignal(signal.SIGINT) is not signal.SIG_IGN
+    from benchmarks.store.mlflow_settings import configure_mlflow
+
+    configure_mlflow()  # before the imports: MLflow reads its logging level then
     for name in PRELOAD:
         importlib.import_module(name)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the cells, not us
@@ -207,7 +210,8 @@ class Launcher:
 
 def run_warm(launcher: Launcher, request: dict, env: dict[str, str], started=None):
     """Run one cell (``request``: its RunRequest as plain data) in ``launcher``, its output in
-    a temporary file as :func:`benchmarks.sweeps.sweep.run_to_file` does; returns (code, output)."""
+    a temporary file as :func:`benchmarks.sweeps.backends.run_to_file` does; returns (code,
+    output)."""
     with tempfile.NamedTemporaryFile(mode="w+", encoding="utf-8", errors="replace",
                                      suffix=".log") as out:  # fmt: skip
         cell = launcher.start(request, env, Path(out.name))

@@ -15,15 +15,15 @@ from torch import Tensor, nn
 
 from mesabench_core import ConfigError, IncompatibleSetting, param
 from mesabench_datasets.tasks import Problem, TaskBatch, TaskSource, seeded_generator
+from methods.analyses.probes import is_autoregressive_regression, probe_analysis
+from methods.analyses.repurpose import repurposing_scores
 from methods.api import ArtifactLog
-from methods.icl import InContextMethod
-from methods.losses import per_task_loss
-from methods.mesa import CausalMixer, MesaLayer, future_positions, mesa_parallel
-from methods.probes import is_autoregressive_regression, probe_analysis
-from methods.reference_algorithms import autoregressive_gradient, previous_states
+from methods.common.losses import per_task_loss
+from methods.in_context.regression import InContextMethod
+from methods.in_context.ssm import CausalGDSSM
+from methods.layers.mesa import CausalMixer, MesaLayer, future_positions, mesa_parallel
+from methods.reference.algorithms import autoregressive_gradient, previous_states
 from methods.registry import register_method
-from methods.repurpose import repurposing_scores
-from methods.ssm import CausalGDSSM
 
 
 class CausalSoftmaxAttention(CausalMixer):
@@ -81,10 +81,10 @@ def _gd_ssm(dim: int, c: SequenceConfig) -> CausalMixer:
 
 
 def _fla_layers():
-    """:mod:`methods.fla_layers`, imported when first used (flash-linear-attention takes
+    """:mod:`methods.layers.fla`, imported when first used (flash-linear-attention takes
     seconds to import, and needs Triton, which CPU-only torch builds lack)."""
     try:
-        from methods import fla_layers
+        from methods.layers import fla as fla_layers
     except ImportError as err:
         raise ConfigError(f"mixer deltanet / gla needs flash-linear-attention's ops, which "
                           f"could not be imported ({err}); pip install fla-core triton") from None
@@ -140,7 +140,8 @@ class SequenceConfig:
     repurpose: bool = param(
         False, added="0.2",
         help="after training on dynamics, score the model as a few-shot regressor on "
-        "prompts x_1, y_1, ..., x_q, plain and with end-of-pair tokens (methods/repurpose.py)",
+        "prompts x_1, y_1, ..., x_q, plain and with end-of-pair tokens "
+        "(methods/analyses/repurpose.py)",
     )
     lam: float = param(1.0, min=1e-6, help="initial ridge strength of mesa layers")
     init_std: float = param(0.02, min=0.0)
@@ -207,8 +208,9 @@ class SequenceLearner(InContextMethod):
         return self.model.readout(self.hidden_states(query_x)[-1])
 
     def analyse(self, source: TaskSource, log: ArtifactLog, seed: int) -> dict[str, float]:
-        """Linear probes on the residual stream, layer by layer (:mod:`methods.probes`), and
-        how much a first softmax layer reads the previous position (the copy)."""
+        """Linear probes on the residual stream, layer by layer
+        (:mod:`methods.analyses.probes`), and how much a first softmax layer reads the
+        previous position (the copy)."""
         final = {**super().analyse(source, log, seed), **probe_analysis(self, source, seed)}
         if self.config.repurpose:  # check_config: on autoregressive regression only
             scores = repurposing_scores(lambda seq: self.forward(seq, seq, seq),

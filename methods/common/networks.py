@@ -7,7 +7,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from mesabench_datasets.tasks import LossKind, Problem
-from methods.losses import per_task_loss_gradient
+from methods.common.losses import per_task_loss_gradient
 
 
 class MLP(nn.Sequential):

@@ -8,11 +8,11 @@ coordinate can come back to life; with a first-order inner loop the resulting gr
 ``m`` is exactly sparse-MAML's mask update (thesis eq. 4.4).
 
 Every method family takes its modulation from one open registry, :data:`MODULATIONS`, by the
-name in its ``modulation`` setting: the MAML family (``methods.maml``), La-MAML
-(``methods.lamaml``) and continual-MAML (``methods.online``). A family describes what it
-adapts and with which step sizes as :class:`ModulationSettings`; each registered factory
-builds its modulation from them. Plugins add factories through the ``mesabench.modulations``
-entry-point group, and every family can then use them by name.
+name in its ``modulation`` setting: the MAML family (``methods.gradient.maml``), La-MAML
+(``methods.continual.lamaml``) and continual-MAML (``methods.continual.online``). A family
+describes what it adapts and with which step sizes as :class:`ModulationSettings`; each
+registered factory builds its modulation from them. Plugins add factories through the
+``mesabench.modulations`` entry-point group, and every family can then use them by name.
 """
 
 from __future__ import annotations

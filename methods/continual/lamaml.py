@@ -1,7 +1,7 @@
 """La-MAML (Gupta et al. 2020) and sparse-La-MAML: look-ahead meta-learning on a stream.
 
 For every incoming batch, ``glances`` times: take one single-sample inner step per sample
-(first order, through the shared :class:`~methods.inner_loop.InnerLoop`), score the
+(first order, through the shared :class:`~methods.gradient.inner_loop.InnerLoop`), score the
 look-ahead weights on the meta-batch (the incoming batch plus replayed samples) after each
 step, and average. The meta-loss updates the modulation first (La-MAML's rates
 ``relu(alpha)``, or sparse-La-MAML's masks ``alpha0 * 1[m >= 0]``), then the weights move by
@@ -26,11 +26,116 @@ from torch import Tensor
 
 from mesabench_core import param
 from mesabench_datasets.tasks import Problem
-from methods.continual import StreamLearner, own_seed, stream_network
-from methods.inner_loop import InnerLoop
-from methods.modulation import ModulationSettings, build_modulation, check_modulation
+from methods.common.losses import task_loss
+from methods.continual.baselines import StreamLearner, own_seed, stream_network
+from methods.continual.replay import ReservoirBuffer
+from methods.gradient.inner_loop import InnerLoop, Params
+from methods.gradient.modulation import ModulationSettings, build_modulation, check_modulation
 from methods.registry import register_method
-from methods.replay import ReservoirBuffer
+
+
+class LookAhead:
+    """La-MAML's online meta-objective, first order, without unrolling a graph, over the
+    weights, network and modulation of a (first-order) :class:`InnerLoop`.
+
+    Takes one modulated step per sample of ``(x, y)``, ``phi_i = phi_{i-1} - step(g_i)``,
+    and scores every ``phi_i`` on the meta-batch. With first-order inner gradients the
+    mean meta-loss ``L`` has ``dL/dparams = mean_i G_i`` (``G_i`` the meta-gradient at
+    ``phi_i``) and ``dL/drate = -mean_i G_i * sum_{k <= i} g_k``, so two plain gradients
+    per step give the exact same derivatives as backpropagating through the unrolled
+    trajectory, at a fraction of the cost.
+
+    A call returns the mean meta-loss, ``dL/dparams`` and ``dL/drate`` per adapted tensor.
+    """
+
+    def __init__(self, inner: InnerLoop):
+        self.inner = inner
+        self._flat: dict[tuple, dict[str, tuple[Tensor, Params]]] = {}  # kept between calls
+
+    def __call__(
+        self, params: Params, buffers: Params, x: Tensor, y: Tensor, meta_x: Tensor, meta_y: Tensor
+    ) -> tuple[Tensor, Params, Params]:
+        inner = self.inner
+        names = inner.adapted
+        grouped = getattr(inner.network, "grouped_gradients", None)
+        if grouped is None or inner.loss != "cross_entropy" or set(names) != set(params):
+            grouped = None
+        frozen = {n: p.detach() for n, p in params.items() if n not in names}
+        # Every per-tensor quantity lives in one flat vector (with per-tensor views), so the
+        # bookkeeping of a step is four vector operations, not four per tensor: on tiny
+        # batches it would otherwise cost as much as the gradients themselves.
+        shapes = [params[n].shape for n in names]
+        sizes = [params[n].numel() for n in names]
+
+        def flat_and_views() -> tuple[Tensor, Params]:
+            flat = torch.zeros(sum(sizes), dtype=params[names[0]].dtype, device=x.device)
+            views = {
+                n: v.view(shape)
+                for n, v, shape in zip(names, flat.split(sizes), shapes, strict=True)
+            }
+            return flat, views
+
+        # The vectors are kept between calls (allocating seven per batch is measurable): the
+        # returned gradients are valid until the next call.
+        key = (tuple(names), x.device, params[names[0]].dtype)
+        if key not in self._flat:
+            roles = ("fast", "rate", "sample", "meta", "steps", "params", "rates")
+            self._flat[key] = {role: flat_and_views() for role in roles}
+        vectors = self._flat[key]
+        (fast, fast_views), (rate, _) = vectors["fast"], vectors["rate"]
+        (sample_grad, sample_views), (meta_grad, meta_views) = vectors["sample"], vectors["meta"]
+        (steps_taken, _), (param_grads, param_views) = vectors["steps"], vectors["params"]
+        rate_grads, rate_views = vectors["rates"]
+        with torch.no_grad():  # the rates are constant along the trajectory
+            rates = [
+                torch.as_tensor(inner.modulation.rate(n), device=x.device).expand(shape).reshape(-1)
+                for n, shape in zip(names, shapes, strict=True)
+            ]
+            torch.cat(rates, out=rate)
+            torch.cat([params[n].reshape(-1) for n in names], out=fast)
+            for vector in (steps_taken, param_grads, rate_grads):
+                vector.zero_()
+
+        def gradient(xb: Tensor, yb: Tensor, into: Tensor) -> Tensor:
+            with torch.enable_grad():
+                leaves = {n: w.detach().requires_grad_() for n, w in fast_views.items()}
+                loss = task_loss(inner.forward({**frozen, **leaves}, buffers, xb), yb, inner.loss)
+                grads = torch.autograd.grad(loss, list(leaves.values()))
+            torch.cat([g.reshape(-1) for g in grads], out=into)
+            return loss.detach()
+
+        count = len(x)
+        if grouped is not None:
+            # Row i: sample i, then the meta-batch; built once rather than once per step.
+            rows = torch.cat([x[:, None], meta_x.expand(count, *meta_x.shape)], dim=1)
+            labels = torch.cat([y[:, None], meta_y.expand(count, *meta_y.shape)], dim=1)
+            weights = {**frozen, **fast_views}
+
+        def sample_and_meta(i: int) -> Tensor:
+            """Meta-loss at the current weights; sample ``i``'s and the meta-batch's gradients
+            land in ``sample_grad`` and ``meta_grad``."""
+            if grouped is not None:  # one pass for both (a network that offers it)
+                return grouped(weights, rows[i], labels[i], 1, out=(sample_views, meta_views))[1]
+            gradient(x[i : i + 1], y[i : i + 1], sample_grad)
+            return gradient(meta_x, meta_y, meta_grad)
+
+        meta_losses = []
+        # Inference mode skips autograd's bookkeeping on every small op; the generic path
+        # needs autograd for its gradients.
+        with torch.inference_mode() if grouped is not None else torch.no_grad():
+            sample_and_meta(0)
+            for i in range(count):
+                # sample_grad holds sample i's gradient at phi_{i-1}: step, then score phi_i
+                # (the sample gradient computed there is the next step's; unused at the end).
+                steps_taken += sample_grad
+                fast.addcmul_(rate, sample_grad, value=-1.0)
+                meta_losses.append(sample_and_meta((i + 1) % count))
+                param_grads += meta_grad
+                rate_grads.addcmul_(meta_grad, steps_taken, value=-1.0)
+            param_grads /= count
+            rate_grads /= count
+            mean_loss = torch.stack(meta_losses).mean()
+        return mean_loss, param_views, rate_views
 
 
 @dataclass(frozen=True)
@@ -80,6 +185,7 @@ class LookAheadMetaLearner(StreamLearner):
         self.inner = InnerLoop(
             self.network, self.modulation, problem.loss, list(self.params), first_order=True
         )
+        self.lookahead = LookAhead(self.inner)
         optimizer = torch.optim.Adam if config.modulation_optimizer == "adam" else torch.optim.SGD
         rates = list(self.modulation.parameters())  # none for a fixed rate
         self.modulation_optimizer = optimizer(rates, lr=config.modulation_lr) if rates else None
@@ -96,7 +202,7 @@ class LookAheadMetaLearner(StreamLearner):
                 meta_x, meta_y = torch.cat([xs, rx]), torch.cat([ys, ry])
             else:
                 meta_x, meta_y = xs, ys
-            loss, param_grads, rate_grads = self.inner.lookahead_first_order(
+            loss, param_grads, rate_grads = self.lookahead(
                 self.params, self.buffers, xs, ys, meta_x, meta_y
             )
             for name, p in self.params.items():

@@ -28,8 +28,8 @@ from torch import Tensor
 
 from mesabench_datasets.tasks import TaskSource, seeded_generator
 from methods.api import EpisodicMethod
-from methods.losses import per_task_loss
-from methods.reference_algorithms import gd_token_predict, optimal_one_step_rate, ridge_predict
+from methods.common.losses import per_task_loss
+from methods.reference.algorithms import gd_token_predict, optimal_one_step_rate, ridge_predict
 from methods.registry import METHODS
 
 #: The registered method whose fitted rates and transforms the curves show as GD++ (found
@@ -274,7 +274,7 @@ def context_and_ood_curves(
         values = _losses(method, shifted.build().sample(tasks, gen), eta, full, gdpp)
         final[f"final/ood/dist_{dist}_model"] = values[0]
         final[f"final/ood/dist_{dist}_gd"] = values[1]
-    from methods.icl_figures import icl_curves_figure
+    from methods.analyses.figures import icl_curves_figure
 
     recorder.log_figure(icl_curves_figure(curves), "icl_curves.png")
     return final
@@ -306,8 +306,8 @@ def lsa_weight_analyses(method, source: TaskSource, recorder, tasks: int = 2000,
     the loss along the straight path from the trained products to the Prop. 1 products
     (rescaled to the trained W_K^T W_Q's scale, which leaves their function unchanged)."""
     from mesabench_datasets.tokens import context_tokens, query_tokens, read_prediction
-    from methods.attention import attention_products, gd_construction, update_from_products
-    from methods.icl_figures import lsa_weights_figure
+    from methods.analyses.figures import lsa_weights_figure
+    from methods.layers.attention import attention_products, gd_construction, update_from_products
 
     eta = fitted_gd_rate(source, method.device, seed=seed)
     batch = source.sample(tasks, seeded_generator(ANALYSIS, seed, 2, device=method.device))
@@ -385,7 +385,7 @@ def gdpp_parameters(layer, dim: int, context_size: int) -> tuple[float, float]:
     diagonal (a scaled identity in the construction; trained weights are close to one):
     gamma = -sum_h a_h,xx b_h, eta = -N sum_h a_h,yy b_h, with b_h the mean diagonal of
     B_h,xx. Rescaling W_K by c and W_V by 1 / c leaves both unchanged."""
-    from methods.attention import attention_products
+    from methods.layers.attention import attention_products
 
     with torch.no_grad():
         key_query, proj_value = attention_products(layer)

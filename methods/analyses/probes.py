@@ -21,7 +21,7 @@ import torch
 from torch import Tensor
 
 from mesabench_datasets.tasks import seeded_generator
-from methods.reference_algorithms import autoregressive_gradient, previous_states
+from methods.reference.algorithms import autoregressive_gradient, previous_states
 
 #: Ridge strength of the ``inverse_term`` target: the mesa layer's initial lam.
 INVERSE_TERM_LAM = 1.0

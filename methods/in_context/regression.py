@@ -22,9 +22,9 @@ from mesabench_datasets.tokens import (
     read_prediction,
 )
 from methods.api import SHARED_SETTINGS, ArtifactLog, EpisodicMethod
-from methods.attention import LSABlock
-from methods.losses import per_task_loss
-from methods.reference_algorithms import gd_token_predict, optimal_one_step_rate, ridge_predict
+from methods.common.losses import per_task_loss
+from methods.layers.attention import LSABlock
+from methods.reference.algorithms import gd_token_predict, optimal_one_step_rate, ridge_predict
 from methods.registry import register_method
 
 
@@ -125,14 +125,14 @@ class InContextMethod(EpisodicMethod):
 
     def analyse(self, source: TaskSource, log: ArtifactLog, seed: int) -> dict[str, float]:
         """On linear regression: alignment with one GD step, and loss vs context size and
-        OOD scale beside GD, GD++ and ridge (:mod:`methods.icl_analyses`)."""
-        from methods import icl_analyses
+        OOD scale beside GD, GD++ and ridge (:mod:`methods.analyses.in_context`)."""
+        from methods.analyses import in_context as icl_analyses
 
         return icl_analyses.analyse(self, source, log, seed)
 
     def monitor(self, source: TaskSource, seed: int) -> dict[str, float]:
         """On linear regression: the alignment with one GD step, over training."""
-        from methods import icl_analyses
+        from methods.analyses import in_context as icl_analyses
 
         return icl_analyses.monitor(self, source, seed)
 
@@ -210,7 +210,7 @@ class LSATransformer(InContextMethod):
         transform its weights implement, and for a trained copy-then-GD model on
         interleaved tokens what its first layer does besides copying (von Oswald et al.
         2023)."""
-        from methods import icl_analyses
+        from methods.analyses import in_context as icl_analyses
 
         final = super().analyse(source, log, seed)
         if icl_analyses.weight_analyses_apply(self, source):

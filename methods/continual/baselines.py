@@ -16,9 +16,9 @@ from torch import Tensor, nn
 from mesabench_core import param
 from mesabench_datasets.tasks import Problem
 from methods.api import SHARED_SETTINGS, ContinualMethod
-from methods.networks import build_network
+from methods.common.networks import build_network
+from methods.continual.replay import ReservoirBuffer
 from methods.registry import register_method
-from methods.replay import ReservoirBuffer
 
 
 def stream_network(problem: Problem, hidden: tuple[int, ...], device: torch.device) -> nn.Module:

@@ -16,18 +16,18 @@ from torch import Tensor
 from mesabench_core import ConfigError, param
 from mesabench_datasets.tasks import Problem, TaskBatch
 from methods.api import SHARED_SETTINGS, EpisodicMethod, FloatRange, Space
-from methods.inner_loop import InnerLoop
-from methods.modulation import (
-    ModulationSettings,
-    build_modulation,
-    check_modulation,
-)
-from methods.networks import (
+from methods.common.networks import (
     IMAGE_NETWORKS,
     build_network,
     check_network_setting,
     head_names,
     network_for,
+)
+from methods.gradient.inner_loop import InnerLoop
+from methods.gradient.modulation import (
+    ModulationSettings,
+    build_modulation,
+    check_modulation,
 )
 from methods.registry import register_method
 

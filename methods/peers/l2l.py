@@ -23,8 +23,8 @@ from torch import Tensor
 from mesabench_core import ConfigError, param
 from mesabench_datasets.tasks import Problem, TaskBatch
 from methods.api import SHARED_SETTINGS, EpisodicMethod
-from methods.losses import task_loss
-from methods.networks import build_network, check_network_setting, network_for
+from methods.common.losses import task_loss
+from methods.common.networks import build_network, check_network_setting, network_for
 from methods.registry import register_method
 
 INSTALL_HINT = "bash bench/install_learn2learn.sh (an optional install, see the README)"

@@ -19,7 +19,7 @@ from torch import Tensor, nn
 
 from mesabench_core import param
 from mesabench_datasets.tasks import Problem
-from methods.continual import StreamLearner, stream_network
+from methods.continual.baselines import StreamLearner, stream_network
 from methods.registry import register_method
 
 Strategy = Literal["naive", "gem", "agem", "mer", "ewc"]

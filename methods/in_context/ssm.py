@@ -29,8 +29,8 @@ from mesabench_datasets.tokens import (
     query_tokens,
     read_prediction,
 )
-from methods.icl import InContextMethod, feature_map
-from methods.mesa import CausalMixer
+from methods.in_context.regression import InContextMethod, feature_map
+from methods.layers.mesa import CausalMixer
 from methods.registry import register_method
 
 
@@ -241,7 +241,7 @@ class GDSSM(InContextMethod):
     def analyse(self, source, log, seed: int) -> dict[str, float]:
         """The in-context learners' analyses, and for one plain layer its parameters beside
         the GD construction (Sushma et al.)."""
-        from methods import icl_analyses
+        from methods.analyses import in_context as icl_analyses
 
         final = super().analyse(source, log, seed)
         c = self.config

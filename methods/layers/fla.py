@@ -14,7 +14,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from methods.mesa import CausalMixer
+from methods.layers.mesa import CausalMixer
 
 with warnings.catch_warnings():
     # fla says once, at import, that Triton has no GPU here and its ops fall back to the CPU.

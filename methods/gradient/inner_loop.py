@@ -20,8 +20,8 @@ from torch import Tensor, nn
 from torch.func import functional_call, grad, vmap
 
 from mesabench_datasets.tasks import LossKind, TaskBatch
-from methods.losses import per_task_loss, task_loss
-from methods.modulation import GradientModulation
+from methods.common.losses import per_task_loss, task_loss
+from methods.gradient.modulation import GradientModulation
 
 Params = dict[str, Tensor]
 
@@ -86,7 +86,6 @@ class InnerLoop:
         # vmap over tasks, or a Python loop over the same single-task function. vmap wins for
         # small networks; on a CPU, per-task convolutions stay in cache and a loop is faster.
         self.vectorize = vectorize
-        self._flat: dict[tuple, dict[str, tuple[Tensor, Params]]] = {}  # lookahead vectors
 
     def forward(self, params: Params, buffers: Params, x: Tensor) -> Tensor:
         functional = getattr(self.network, "functional_forward", None)
@@ -212,99 +211,3 @@ class InnerLoop:
         if self._batches_by_hand(buffers):
             return self.network.batched_forward(self._adapt_all(params, sx, sy, steps), qx)
         return self._over_tasks(self.predict, params, buffers, (sx, sy, qx), steps)
-
-    def lookahead_first_order(
-        self, params: Params, buffers: Params, x: Tensor, y: Tensor, meta_x: Tensor, meta_y: Tensor
-    ) -> tuple[Tensor, Params, Params]:
-        """La-MAML's online meta-objective, first order, without unrolling a graph.
-
-        Takes one modulated step per sample of ``(x, y)``, ``phi_i = phi_{i-1} - step(g_i)``,
-        and scores every ``phi_i`` on the meta-batch. With first-order inner gradients the
-        mean meta-loss ``L`` has ``dL/dparams = mean_i G_i`` (``G_i`` the meta-gradient at
-        ``phi_i``) and ``dL/drate = -mean_i G_i * sum_{k <= i} g_k``, so two plain gradients
-        per step give the exact same derivatives as backpropagating through the unrolled
-        trajectory, at a fraction of the cost.
-
-        Returns the mean meta-loss, ``dL/dparams`` and ``dL/drate`` per adapted tensor.
-        """
-
-        names = self.adapted
-        grouped = getattr(self.network, "grouped_gradients", None)
-        if grouped is None or self.loss != "cross_entropy" or set(names) != set(params):
-            grouped = None
-        frozen = {n: p.detach() for n, p in params.items() if n not in names}
-        # Every per-tensor quantity lives in one flat vector (with per-tensor views), so the
-        # bookkeeping of a step is four vector operations, not four per tensor: on tiny
-        # batches it would otherwise cost as much as the gradients themselves.
-        shapes = [params[n].shape for n in names]
-        sizes = [params[n].numel() for n in names]
-
-        def flat_and_views() -> tuple[Tensor, Params]:
-            flat = torch.zeros(sum(sizes), dtype=params[names[0]].dtype, device=x.device)
-            views = {
-                n: v.view(shape)
-                for n, v, shape in zip(names, flat.split(sizes), shapes, strict=True)
-            }
-            return flat, views
-
-        # The vectors are kept between calls (allocating seven per batch is measurable): the
-        # returned gradients are valid until the next call.
-        key = (tuple(names), x.device, params[names[0]].dtype)
-        if key not in self._flat:
-            roles = ("fast", "rate", "sample", "meta", "steps", "params", "rates")
-            self._flat[key] = {role: flat_and_views() for role in roles}
-        vectors = self._flat[key]
-        (fast, fast_views), (rate, _) = vectors["fast"], vectors["rate"]
-        (sample_grad, sample_views), (meta_grad, meta_views) = vectors["sample"], vectors["meta"]
-        (steps_taken, _), (param_grads, param_views) = vectors["steps"], vectors["params"]
-        rate_grads, rate_views = vectors["rates"]
-        with torch.no_grad():  # the rates are constant along the trajectory
-            rates = [
-                torch.as_tensor(self.modulation.rate(n), device=x.device).expand(shape).reshape(-1)
-                for n, shape in zip(names, shapes, strict=True)
-            ]
-            torch.cat(rates, out=rate)
-            torch.cat([params[n].reshape(-1) for n in names], out=fast)
-            for vector in (steps_taken, param_grads, rate_grads):
-                vector.zero_()
-
-        def gradient(xb: Tensor, yb: Tensor, into: Tensor) -> Tensor:
-            with torch.enable_grad():
-                leaves = {n: w.detach().requires_grad_() for n, w in fast_views.items()}
-                loss = task_loss(self.forward({**frozen, **leaves}, buffers, xb), yb, self.loss)
-                grads = torch.autograd.grad(loss, list(leaves.values()))
-            torch.cat([g.reshape(-1) for g in grads], out=into)
-            return loss.detach()
-
-        count = len(x)
-        if grouped is not None:
-            # Row i: sample i, then the meta-batch; built once rather than once per step.
-            rows = torch.cat([x[:, None], meta_x.expand(count, *meta_x.shape)], dim=1)
-            labels = torch.cat([y[:, None], meta_y.expand(count, *meta_y.shape)], dim=1)
-            weights = {**frozen, **fast_views}
-
-        def sample_and_meta(i: int) -> Tensor:
-            """Meta-loss at the current weights; sample ``i``'s and the meta-batch's gradients
-            land in ``sample_grad`` and ``meta_grad``."""
-            if grouped is not None:  # one pass for both (a network that offers it)
-                return grouped(weights, rows[i], labels[i], 1, out=(sample_views, meta_views))[1]
-            gradient(x[i : i + 1], y[i : i + 1], sample_grad)
-            return gradient(meta_x, meta_y, meta_grad)
-
-        meta_losses = []
-        # Inference mode skips autograd's bookkeeping on every small op; the generic path
-        # needs autograd for its gradients.
-        with torch.inference_mode() if grouped is not None else torch.no_grad():
-            sample_and_meta(0)
-            for i in range(count):
-                # sample_grad holds sample i's gradient at phi_{i-1}: step, then score phi_i
-                # (the sample gradient computed there is the next step's; unused at the end).
-                steps_taken += sample_grad
-                fast.addcmul_(rate, sample_grad, value=-1.0)
-                meta_losses.append(sample_and_meta((i + 1) % count))
-                param_grads += meta_grad
-                rate_grads.addcmul_(meta_grad, steps_taken, value=-1.0)
-            param_grads /= count
-            rate_grads /= count
-            mean_loss = torch.stack(meta_losses).mean()
-        return mean_loss, param_views, rate_views

@@ -4,7 +4,7 @@ Every method here is one :class:`OnlineMetaLearner`; they differ in three switch
 the gradient modulation of the inner loop:
 
 - ``pretrain``: meta-train on Omniglot episodes first. The episodic protocol drives the
-  MAML-family learner (:class:`methods.maml.GradientMetaLearner`) that owns these weights,
+  MAML-family learner (:class:`methods.gradient.maml.GradientMetaLearner`) that owns these weights,
   so pre-training is the ordinary MAML / ANIL / sparse-MAML training loop.
 - ``fast_adaptation``: predict with fast weights ``phi_{t-1}`` adapted to the previous
   batch, or with the slow weights ``theta`` themselves.
@@ -32,7 +32,7 @@ from torch.nn import functional as F
 from mesabench_core import ConfigError, param
 from mesabench_datasets.tasks import Problem
 from methods.api import SHARED_SETTINGS, EpisodicMethod, OnlineMethod
-from methods.maml import GradientMetaLearner, MAMLConfig
+from methods.gradient.maml import GradientMetaLearner, MAMLConfig
 from methods.registry import register_method
 
 Params = dict[str, Tensor]

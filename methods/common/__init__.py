@@ -1,0 +1,1 @@
+"""Shared parts of every family: per-task losses and the networks gradient-based learners adapt."""

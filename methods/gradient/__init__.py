@@ -1,0 +1,1 @@
+"""The gradient-based family: one differentiable inner loop, its modulations, MAML learners."""

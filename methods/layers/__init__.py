@@ -1,0 +1,1 @@
+"""Sequence layers: linear self-attention, the mesa layer, DeltaNet and gated linear attention."""

@@ -1,0 +1,1 @@
+"""The exact algorithms in-context learners are claimed to emulate (GD, GD++, ridge)."""
