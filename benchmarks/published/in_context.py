@@ -1,7 +1,7 @@
 """In-context learning by gradient descent, as tables: von Oswald et al., "Transformers learn
-in-context by gradient descent" (ICML 2023) and its thesis chapter (ch. 2), the ICLR 2024
-blog post on the same question, and Sushma et al., "State-space models can learn in-context
-by gradient descent" (GD-SSM).
+in-context by gradient descent" (ICML 2023) and its thesis chapter (ch. 2). The budgets,
+costs and shared lines here are also those of the ICLR 2024 blog post's tables
+(:mod:`~benchmarks.published.icl_blog`) and GD-SSM's (:mod:`~benchmarks.published.gdssm`).
 
 Lines that read the same configuration share its runs across tables (the one-layer LSA at
 U(-0.5, 0.5) serves the one-step, alignment, out-of-distribution and repetition tables).
@@ -19,17 +19,17 @@ from benchmarks.published.figures import Fixed, History, Level, Panel, Points, T
 LOSS = "final/test_loss"
 _ICML23 = "von Oswald et al., Transformers learn in-context by gradient descent, ICML 2023"
 _THESIS = "von Oswald, PhD thesis, ch. 2"
-_BLOG = "the ICLR 2024 blog post on transformers learning in context by GD"
-_SUSHMA = "Sushma et al., State-space models can learn in-context by gradient descent"
+BLOG = "the ICLR 2024 blog post on transformers learning in context by GD"
+SUSHMA = "Sushma et al., State-space models can learn in-context by gradient descent"
 _DERIVED = "benchmarks.published.derived: fitted by L-BFGS, measured on 1M tasks"
-_HALF = {"input_range": "0.5", "queries": "20"}  # the public code's U(-0.5, 0.5)
+HALF = {"input_range": "0.5", "queries": "20"}  # the public code's U(-0.5, 0.5)
 _ONE = {"queries": "20"}  # the paper text's U(-1, 1)
 #: The ICML'23 appendix's training: batches of 2,048 fresh tasks, one query each, init std
 #: 0.002 (the LSA's); 5,000 steps, where the paper gives none, from its public notebooks.
 _PAPER = {"meta_batch": "2048", "queries": "1", "test_tasks": "10000"}
 
 
-def _budget(quick: int, cpu: int, paper: int, paper_extra: dict[str, str] | None = None,
+def run_budget(quick: int, cpu: int, paper: int, paper_extra: dict[str, str] | None = None,
             **extra: str) -> dict[str, dict[str, str]]:  # fmt: skip
     return {
         "quick": {"iterations": str(quick), "test_tasks": "2000", **extra},
@@ -38,27 +38,27 @@ def _budget(quick: int, cpu: int, paper: int, paper_extra: dict[str, str] | None
     }
 
 
-def _lsa_paper(**more: str) -> dict[str, str]:
+def lsa_paper(**more: str) -> dict[str, str]:
     return {**_PAPER, "init_std": "0.002", **more}
 
 
-def _cost(quick: float, cpu: float, paper: float | None = None) -> dict[str, float]:
+def run_cost(quick: float, cpu: float, paper: float | None = None) -> dict[str, float]:
     return {"quick": quick, "cpu": cpu, **({"paper": paper} if paper is not None else {})}
 
 
 # -- shared configurations ------------------------------------------------------------------
 def gd_half(label: str, metric: str = LOSS, **target) -> Claim:
     """One fitted GD step at U(-0.5, 0.5), 20 queries (the GD line every table pairs with)."""
-    return Claim(label, "linreg-icl", "gd", metric, _HALF, _budget(200, 500, 500, _PAPER),
-                 cost_s=_cost(1.8, 2.0, 3.0), **target)  # fmt: skip
+    return Claim(label, "linreg-icl", "gd", metric, HALF, run_budget(200, 500, 500, _PAPER),
+                 cost_s=run_cost(1.8, 2.0, 3.0), **target)  # fmt: skip
 
 
 def lsa_half(label: str, metric: str = LOSS, **target) -> Claim:
     """The trained 1-layer LSA at U(-0.5, 0.5), 20 queries: one run, many lines (validated,
     and its alignment with GD measured, every 100 steps: the alignment figure's curve)."""
-    return Claim(label, "linreg-icl", "lsa", metric, {**_HALF, "val_every": "100"},
-                 _budget(1000, 3000, 5000, _lsa_paper()),
-                 cost_s=_cost(7.3, 17.0, 85.0), **target)  # fmt: skip
+    return Claim(label, "linreg-icl", "lsa", metric, {**HALF, "val_every": "100"},
+                 run_budget(1000, 3000, 5000, lsa_paper()),
+                 cost_s=run_cost(7.3, 17.0, 85.0), **target)  # fmt: skip
 
 
 def _icml23_one_step() -> Table:
@@ -79,13 +79,13 @@ def _icml23_one_step() -> Table:
             lsa_half("sensitivity cosine LSA vs GD, U(-0.5, 0.5)", "final/align/sens_cosine",
                      target=0.9994, check="at_least", tolerance=0.002,
                      provenance="public code", cite=code),
-            Claim(gd_one, "linreg-icl", "gd", LOSS, _ONE, _budget(200, 500, 500, _PAPER),
+            Claim(gd_one, "linreg-icl", "gd", LOSS, _ONE, run_budget(200, 500, 500, _PAPER),
                   target=0.825, tolerance=0.02, relative=True, provenance="derived",
                   cite="closed form of one GD step, LinRegTasks.one_step_gd_optimum",
-                  cost_s=_cost(1.8, 2.0, 3.0)),
+                  cost_s=run_cost(1.8, 2.0, 3.0)),
             Claim("1-layer LSA, U(-1, 1) = GD (paired)", "linreg-icl", "lsa", LOSS, _ONE,
-                  _budget(1000, 5000, 5000, _lsa_paper()), versus=gd_one, tolerance=0.01,
-                  relative=True, cite="ICML'23 sec. 3", cost_s=_cost(7.1, 23.0, 85.0)),
+                  run_budget(1000, 5000, 5000, lsa_paper()), versus=gd_one, tolerance=0.01,
+                  relative=True, cite="ICML'23 sec. 3", cost_s=run_cost(7.1, 23.0, 85.0)),
         ),  # fmt: skip
         note="U(-1, 1) is the paper text's range, U(-0.5, 0.5) its public code's (0.2047 / "
         "0.2049 / 0.9994 are what the code's notebook reports, not numbers of the paper's "
@@ -103,19 +103,19 @@ def _multistep() -> Table:
     for k in (2, 3):
         gd, gdpp = MULTISTEP[k, False], MULTISTEP[k, True]
         gd_label = f"{k} tied GD steps (fitted)"
-        tied = {**_HALF, "steps": str(k), "tied": "true"}
-        lsa = {**_HALF, "layers": str(k), "tied": "true"}
+        tied = {**HALF, "steps": str(k), "tied": "true"}
+        lsa = {**HALF, "layers": str(k), "tied": "true"}
         gd_s, gdpp_s, lsa_s = quick_s[k]
-        long = _budget(2000, 20000, 20000, _PAPER)
-        lsa_budget = _budget(1500, 5000, 5000, _lsa_paper())
-        lsa_cost = _cost(lsa_s, lsa_s * 5000 / 1500, lsa_s * 5000 / 1500 * 5)
+        long = run_budget(2000, 20000, 20000, _PAPER)
+        lsa_budget = run_budget(1500, 5000, 5000, lsa_paper())
+        lsa_cost = run_cost(lsa_s, lsa_s * 5000 / 1500, lsa_s * 5000 / 1500 * 5)
         claims += [
             Claim(gd_label, "linreg-icl", "gd", LOSS, tied, long, target=gd.loss,
                   tolerance=0.01, relative=True, provenance="derived", cite=_DERIVED,
-                  cost_s=_cost(gd_s, gd_s * 10, gd_s * 30)),
+                  cost_s=run_cost(gd_s, gd_s * 10, gd_s * 30)),
             Claim(f"{k} tied GD++ steps (fitted)", "linreg-icl", "gdpp", LOSS, tied, long,
                   target=gdpp.loss, tolerance=0.01, relative=True, provenance="derived",
-                  cite=_DERIVED, cost_s=_cost(gdpp_s, gdpp_s * 10, gdpp_s * 30)),
+                  cite=_DERIVED, cost_s=run_cost(gdpp_s, gdpp_s * 10, gdpp_s * 30)),
             Claim(f"{k}-layer tied LSA = tied GD++ optimum", "linreg-icl", "lsa", LOSS, lsa,
                   lsa_budget, target=gdpp.loss, tolerance=0.03, relative=True,
                   provenance="derived", cite=f"{_DERIVED}; the relation: ICML'23 sec. 4",
@@ -160,9 +160,9 @@ def _gamma() -> Table:
         queries = "20" if n <= 25 else "5"
         settings = {"input_range": "0.5", "queries": queries, "shots": str(n), "layers": "2",
                     "tied": "true"}  # fmt: skip
-        budget = _budget(1000, 5000, 5000, _lsa_paper())
+        budget = run_budget(1000, 5000, 5000, lsa_paper())
         label = f"gamma of a trained recurrent 2-layer LSA, N = {n}"
-        spent = _cost(cost[n] / 5, cost[n], cost[n] * 5)
+        spent = run_cost(cost[n] / 5, cost[n], cost[n] * 5)
         claims += [
             Claim(label, "linreg-icl", "lsa", "final/gdpp/gamma", settings, budget,
                   target=gamma, tolerance=0.15, relative=True, cite="thesis ch. 2",
@@ -179,9 +179,9 @@ def _gamma() -> Table:
         claims.append(
             Claim(f"gamma falls from N = {smaller} to {larger}", "linreg-icl", "lsa",
                   "final/gdpp/gamma", next(c for c in claims if c.label.endswith(
-                      f"N = {larger}")).settings, _budget(1000, 5000, 5000, _lsa_paper()),
+                      f"N = {larger}")).settings, run_budget(1000, 5000, 5000, lsa_paper()),
                   versus=first, check="at_most", cite="thesis ch. 2",
-                  cost_s=_cost(cost[larger] / 5, cost[larger], cost[larger] * 5))
+                  cost_s=run_cost(cost[larger] / 5, cost[larger], cost[larger] * 5))
         )  # fmt: skip
     return Table(
         "gdpp-gamma",
@@ -216,10 +216,10 @@ def _alignment() -> Table:
                       cite="ICML'23 sec. 3 (alignment figure)")  # fmt: skip
         if n == 10:
             return lsa_half(label, "final/align/sens_cosine", **target)
-        settings = {**_HALF, "shots": str(n)}
+        settings = {**HALF, "shots": str(n)}
         return Claim(label, "linreg-icl", "lsa", "final/align/sens_cosine", settings,
-                     _budget(1000, 3000, 5000, _lsa_paper()),
-                     cost_s=_cost(7.0, 17.0 * max(1.0, n / 10), 85.0 * max(1.0, n / 10)),
+                     run_budget(1000, 3000, 5000, lsa_paper()),
+                     cost_s=run_cost(7.0, 17.0 * max(1.0, n / 10), 85.0 * max(1.0, n / 10)),
                      **target)  # fmt: skip
 
     claims = [cosine_line(n) for n in contexts]
@@ -274,10 +274,10 @@ def _deep() -> Table:
         cite = f"{_DERIVED}; the relation: ICML'23 sec. 4"
         # 2% above the optimum: our test tasks (10,000) are not the derivation's million.
         below = Claim(f"{label}: at most {k} GD step(s) + 2%, a rate per step", "linreg-icl",
-                      "lsa", LOSS, {**_HALF, "layers": str(k)},
-                      _budget(1000, 5000, 5000, _lsa_paper()), target=PER_STEP[k, False].loss,
+                      "lsa", LOSS, {**HALF, "layers": str(k)},
+                      run_budget(1000, 5000, 5000, lsa_paper()), target=PER_STEP[k, False].loss,
                       check="at_most", tolerance=0.02, relative=True, provenance="derived",
-                      cite=cite, cost_s=_cost(5.0 * k, 17.0 * k, 85.0 * k))  # fmt: skip
+                      cite=cite, cost_s=run_cost(5.0 * k, 17.0 * k, 85.0 * k))  # fmt: skip
         if k == 1:  # the one-step table's run
             below = lsa_half(below.label, target=below.target, check="at_most", tolerance=0.02,
                              relative=True, provenance="derived", cite=cite)  # fmt: skip
@@ -318,7 +318,7 @@ _SINE = {"amplitude": "0.1,0.5", "queries": "10"}  # ICML'23 sec. 5's family
 
 def _sine() -> Table:
     control = "meta-learned MLP + one GD step on its last layer"
-    budget = _budget(1000, 5000, 5000)
+    budget = run_budget(1000, 5000, 5000)
     return Table(
         "icml23-sine",
         "Nonlinear (sine) regression: an MLP embedding then one LSA layer = a meta-learned "
@@ -328,11 +328,11 @@ def _sine() -> Table:
             Claim(control, "sinusoid-icl", "anil", LOSS,
                   {**_SINE, "inner_steps": "1", "test_inner_steps": "1", "eval_steps": "1",
                    "modulation": "learned_rates", "rate_granularity": "scalar"}, budget,
-                  cost_s=_cost(5.0, 24.0)),
+                  cost_s=run_cost(5.0, 24.0)),
             Claim("MLP embedding + 1 LSA layer = the control (paired)", "sinusoid-icl", "lsa",
                   LOSS, {**_SINE, "layers": "1", "embed": "40"}, budget, versus=control,
                   tolerance=0.15, relative=True, provenance="figure",
-                  cite="ICML'23 sec. 5 (sine regression figure)", cost_s=_cost(7.0, 34.0)),
+                  cite="ICML'23 sec. 5 (sine regression figure)", cost_s=run_cost(7.0, 34.0)),
         ),  # fmt: skip
         note="Amplitude U(0.1, 0.5), phase U(0, pi), x ~ U(-5, 5), 10 context points (the "
         "paper's family); the MLP is 1-40-40 in both (ANIL adapts the head, one step at a "
@@ -357,19 +357,19 @@ def _interleaved() -> Table:
         gd = f"one GD step, {name}"
         trained = f"trained 2-layer model (softmax, then linear) = one GD step, {name}"
         analysed = f"the trained model on the analysis tasks, {name}"
-        budget = _budget(1000, 5000, 5000, _lsa_paper(meta_batch="2048"))
+        budget = run_budget(1000, 5000, 5000, lsa_paper(meta_batch="2048"))
 
         def lsa(label: str, metric: str, settings=settings, budget=budget, **target) -> Claim:
             return Claim(label, "linreg-icl-interleaved", "lsa", metric, settings, budget,
-                         cost_s=_cost(20.0, 96.0, 780.0), **target)  # fmt: skip
+                         cost_s=run_cost(20.0, 96.0, 780.0), **target)  # fmt: skip
 
         claims += [
             Claim(gd, "linreg-icl-interleaved", "gd", LOSS, settings,
-                  _budget(200, 500, 500, _PAPER), cost_s=_cost(1.8, 2.0, 3.0)),
+                  run_budget(200, 500, 500, _PAPER), cost_s=run_cost(1.8, 2.0, 3.0)),
             Claim(f"hand-built copy + GD layers = one GD step, {name} (paired)",
                   "linreg-icl-interleaved", "copy_gd", LOSS, settings,
-                  _budget(200, 500, 500, _PAPER), versus=gd, tolerance=0.01, relative=True,
-                  cite="ICML'23 sec. 6 (the copy construction)", cost_s=_cost(3.0, 4.0, 6.0)),
+                  run_budget(200, 500, 500, _PAPER), versus=gd, tolerance=0.01, relative=True,
+                  cite="ICML'23 sec. 6 (the copy construction)", cost_s=run_cost(3.0, 4.0, 6.0)),
             lsa(trained, LOSS, versus=gd, tolerance=0.05, relative=True, provenance="figure",
                 cite="ICML'23 sec. 6 (the trained model matches one GD step)"),
             lsa(analysed, "final/interleaved/model_loss"),
@@ -440,12 +440,12 @@ def _ood_inputs() -> Table:
 
 def _ablations() -> Table:
     gd = "one GD step, U(-0.5, 0.5)"
-    budget = _budget(1000, 3000, 5000, _lsa_paper())
+    budget = run_budget(1000, 3000, 5000, lsa_paper())
 
     def variant(label: str, settings: dict[str, str], **target) -> Claim:
-        return Claim(label, "linreg-icl", "lsa", LOSS, {**_HALF, **settings}, budget,
+        return Claim(label, "linreg-icl", "lsa", LOSS, {**HALF, **settings}, budget,
                      versus=gd, provenance="figure", cite="ICML'23 appendix (ablations)",
-                     cost_s=_cost(8.0, 25.0, 120.0), **target)  # fmt: skip
+                     cost_s=run_cost(8.0, 25.0, 120.0), **target)  # fmt: skip
 
     repeat = "50 dampened GD steps (damp 0.75)"
     variants = (
@@ -509,33 +509,33 @@ _POOLS = (4, 16, 64, 1024, 16384)
 def _task_pool() -> Table:
     gd = "one GD step, U(-0.5, 0.5)"
     claims = [gd_half(gd)]
-    budget = _budget(1000, 3000, 5000, _lsa_paper())
+    budget = run_budget(1000, 3000, 5000, lsa_paper())
     for pool in _POOLS:
-        settings = {**_HALF, "task_pool": str(pool)}
+        settings = {**HALF, "task_pool": str(pool)}
         claims.append(
             Claim(f"1-layer LSA trained on {pool} tasks: test loss", "linreg-icl", "lsa", LOSS,
-                  settings, budget, cost_s=_cost(7.0, 18.0, 85.0))
+                  settings, budget, cost_s=run_cost(7.0, 18.0, 85.0))
         )
     for smaller, larger in zip(_POOLS, _POOLS[1:], strict=False):
         claims.append(
             Claim(f"test loss falls from {smaller} to {larger} training tasks", "linreg-icl",
-                  "lsa", LOSS, {**_HALF, "task_pool": str(larger)}, budget,
+                  "lsa", LOSS, {**HALF, "task_pool": str(larger)}, budget,
                   versus=f"1-layer LSA trained on {smaller} tasks: test loss", check="at_most",
-                  cite="thesis ch. 2 (training dynamics)", cost_s=_cost(7.0, 18.0, 85.0))
+                  cite="thesis ch. 2 (training dynamics)", cost_s=run_cost(7.0, 18.0, 85.0))
         )  # fmt: skip
     claims.append(
         Claim(f"trained on {_POOLS[-1]} tasks = one GD step (paired)", "linreg-icl", "lsa",
-              LOSS, {**_HALF, "task_pool": str(_POOLS[-1])}, budget, versus=gd,
+              LOSS, {**HALF, "task_pool": str(_POOLS[-1])}, budget, versus=gd,
               tolerance=0.02, relative=True, cite="thesis ch. 2 (training dynamics)",
-              cost_s=_cost(7.0, 18.0, 85.0))
+              cost_s=run_cost(7.0, 18.0, 85.0))
     )  # fmt: skip
     claims.append(
         Claim(f"trained on {_POOLS[0]} tasks: its own tasks fit better than new ones",
               "linreg-icl", "lsa", "final/pool/train_loss",
-              {**_HALF, "task_pool": str(_POOLS[0])}, budget,
+              {**HALF, "task_pool": str(_POOLS[0])}, budget,
               versus=f"1-layer LSA trained on {_POOLS[0]} tasks: test loss", check="at_most",
               provenance="derived", cite="memorisation: the pool's loss against fresh tasks'",
-              cost_s=_cost(7.0, 18.0, 85.0))
+              cost_s=run_cost(7.0, 18.0, 85.0))
     )  # fmt: skip
     return Table(
         "icml23-task-pool",
@@ -562,322 +562,5 @@ def _task_pool() -> Table:
 
 
 # -- the blog post ----------------------------------------------------------------------------
-#: The blog's task: D = 5, x ~ U(-1, 1), one query (5 here: the same expected loss, less
-#: noise per step).
-_BLOG_TASK = {"dim": "5", "queries": "5"}
-_CONTEXTS = (2, 5, 10, 20, 50)
-#: The blog's numbers at C = 10 (its figure's table): LSA by layers, and GD.
-_BLOG_C10 = {1: 0.2726, 2: 0.040, 3: 0.0026, 4: 0.0001}
-
-
-def _blog_depth() -> Table:
-    budget = _budget(1000, 5000, 5000)
-    claims = []
-    for c in _CONTEXTS:
-        gd = f"one GD step, C = {c}"
-        task = {**_BLOG_TASK, "shots": str(c)}
-        claims.append(Claim(gd, "linreg-icl", "gd", LOSS, task, _budget(200, 500, 500),
-                            target=0.2725 if c == 10 else None, tolerance=0.02, relative=True,
-                            cite="blog post, C = 10", cost_s=_cost(1.5, 2.0)))  # fmt: skip
-        for layers in (1, 2, 3):
-            label = f"linear, {layers} layer(s), C = {c}"
-            if layers == 1:
-                claims.append(Claim(f"{label} = GD (paired)", "linreg-icl", "lsa", LOSS, task,
-                                    budget, versus=gd, tolerance=0.02, relative=True,
-                                    cite="blog post (1 layer = 1 GD step)",
-                                    cost_s=_cost(4.0, 18.0)))  # fmt: skip
-            else:
-                claims.append(Claim(label, "linreg-icl", "lsa", LOSS,
-                                    {**task, "layers": str(layers)}, budget,
-                                    cost_s=_cost(4.0 * layers, 18.0 * layers)))  # fmt: skip
-        for layers in (1, 2):
-            claims.append(Claim(f"softmax, {layers} layer(s), C = {c}", "linreg-icl", "lsa",
-                                LOSS, {**task, "layers": str(layers), "softmax": "true"},
-                                budget, cost_s=_cost(5.0 * layers, 22.0 * layers)))  # fmt: skip
-    c10 = {**_BLOG_TASK, "shots": "10"}
-    for layers, value in _BLOG_C10.items():
-        settings = c10 if layers == 1 else {**c10, "layers": str(layers)}
-        claims.append(Claim(f"linear, {layers} layer(s), C = 10: the blog's number", "linreg-icl",
-                            "lsa", LOSS, settings, budget, target=value, tolerance=0.25,
-                            relative=True, cite="blog post, C = 10",
-                            cost_s=_cost(4.0 * layers, 18.0 * layers)))  # fmt: skip
-
-    def points(kind: str, layers: int) -> Points:
-        def label(c: int) -> str:
-            if kind == "linear" and layers == 1:
-                return f"linear, 1 layer(s), C = {c} = GD (paired)"
-            return f"{kind}, {layers} layer(s), C = {c}"
-
-        return Points(f"{kind}, {layers} layer{'s' if layers > 1 else ''}",
-                      tuple((c, label(c)) for c in _CONTEXTS))  # fmt: skip
-
-    gd_points = Points("GD (1 step)", tuple((c, f"one GD step, C = {c}") for c in _CONTEXTS))
-    return Table(
-        "blog-depth-context",
-        "Linear and softmax transformers of 1-3 layers against one GD step, by context size",
-        f"{_BLOG} (D = 5, U(-1, 1), C = 2 ... 100)",
-        tuple(claims),
-        note="cpu shrinks the blog's grid to C = 2, 5, 10, 20, 50 and 1-3 layers (4 at C = 10 "
-        "for its number), 5,000 steps of 256 tasks. The blog's numbers are at C = 10; its "
-        "claims elsewhere are read from its figure (1 linear layer = GD). Band 25% on the "
-        "multi-layer numbers (ours: they are small and fall steeply with training).",
-        figure=TableFigure(
-            "the blog post's figure: loss by context size, by depth, linear and softmax",
-            (Panel("Linear attention", "context size C", "test loss",
-                   (points("linear", 1), points("linear", 2), points("linear", 3), gd_points),
-                   log_x=True, log_y=True),
-             Panel("Softmax attention", "context size C", "test loss",
-                   (points("softmax", 1), points("softmax", 2), gd_points),
-                   log_x=True, log_y=True)),
-        ),  # fmt: skip
-    )
-
-
-_RATES = (0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 4.0)
-
-
-def _blog_gd_rate() -> Table:
-    task = {**_BLOG_TASK, "shots": "10"}
-    fitted = "one GD step at the fitted rate"
-    claims = [Claim(fitted, "linreg-icl", "gd", LOSS, task, _budget(200, 500, 500),
-                    cost_s=_cost(1.5, 2.0))]  # fmt: skip
-    for rate in _RATES:
-        claims.append(
-            Claim(f"rate {rate:g}: not below the fitted rate's loss (paired)", "linreg-icl",
-                  "gd", LOSS, {**task, "eta": str(rate)}, _budget(1, 1, 1), versus=fitted,
-                  check="at_least", tolerance=0.001, relative=True, provenance="derived",
-                  cite="the fitted rate is the optimum (the blog's rate sweep)",
-                  cost_s=_cost(1.0, 1.0))
-        )  # fmt: skip
-    return Table(
-        "blog-gd-rate",
-        "One GD step's loss by learning rate: the fitted rate is the sweep's best",
-        f"{_BLOG} (its GD learning-rate sweep; D = 5, C = 10, U(-1, 1))",
-        tuple(claims),
-        note="Fixed rates fit nothing (1 iteration); the fitted rate is the closed form over "
-        "the training batches (about 2.0 here: N / (s2 (N + d + k - 2)) = 2.03). The band "
-        "allows 0.1% below it: a rate within a few percent of the optimum ties with it (the "
-        "loss is flat there to second order), and the fitted rate is the training batches' "
-        "optimum, not the test tasks'.",
-        figure=TableFigure(
-            "the blog post's GD learning-rate sweep",
-            (Panel("One GD step by rate", "learning rate", "test loss", (
-                Points("GD, fixed rate", tuple(
-                    (r, f"rate {r:g}: not below the fitted rate's loss (paired)")
-                    for r in _RATES)),
-                Points("GD, fitted rate", ((2.03, fitted),)),
-            ), log_y=True),),
-        ),  # fmt: skip
-    )
-
-
-def _blog_lstm() -> Table:
-    task = {"queries": "1"}  # D = C = 10, U(-1, 1): the benchmark's own
-    gd = "one GD step (D = C = 10)"
-    budget = _budget(500, 3000, 10000)
-    claims = [Claim(gd, "linreg-icl", "gd", LOSS, task, _budget(200, 500, 500), target=0.819,
-                    tolerance=0.02, relative=True, cite="blog post (LSTM comparison)",
-                    cost_s=_cost(1.5, 2.0))]  # fmt: skip
-    for layers in (1, 2):
-        claims.append(
-            Claim(f"LSTM, {layers} layer(s): the blog's ~1.12", "linreg-icl", "lstm", LOSS,
-                  {**task, "layers": str(layers)}, budget, target=1.12, tolerance=0.03,
-                  cite="blog post: uni-directional LSTMs 1.11-1.13 for 1-5 layers",
-                  cost_s=_cost(10.0 * layers, 56.0 * layers))
-        )  # fmt: skip
-    for layers in (1, 2, 4):
-        bi = dict(versus=gd, check="at_most", tolerance=0.05, relative=True,
-                  cite="blog post: bi-LSTMs of 2+ layers approach GD")  # fmt: skip
-        if layers == 1:
-            bi = {}
-        claims.append(
-            Claim(f"bi-LSTM, {layers} layer(s)" + (": near GD (paired)" if bi else ""),
-                  "linreg-icl", "bilstm", LOSS, {**task, "layers": str(layers)}, budget,
-                  cost_s=_cost(20.0 * layers, 112.0 * layers), **bi)
-        )  # fmt: skip
-    claims.append(
-        Claim("bi-LSTM, 4 layers: the blog's ~0.80", "linreg-icl", "bilstm", LOSS,
-              {**task, "layers": "4"}, budget, target=0.80, tolerance=0.05, relative=True,
-              cite="blog post (LSTM comparison)", cost_s=_cost(80.0, 448.0))
-    )  # fmt: skip
-    return Table(
-        "blog-lstm",
-        "LSTMs on in-context regression: uni-directional ones stay far from GD, "
-        "bi-directional ones of 2+ layers approach it",
-        f"{_BLOG} (D = C = 10, U(-1, 1))",
-        tuple(claims),
-        note="Hidden width 64; cpu: 3,000 steps of 256 tasks with one query, 1-2 "
-        "uni-directional and 1, 2, 4 bi-directional layers (the blog: 1-5 each, trained longer).",
-        figure=TableFigure(
-            "the blog post's LSTM comparison",
-            (Panel("Test loss by layers", "layers", "test loss", (
-                Points("LSTM", ((1, "LSTM, 1 layer(s): the blog's ~1.12"),
-                                (2, "LSTM, 2 layer(s): the blog's ~1.12"))),
-                Points("bi-LSTM", ((1, "bi-LSTM, 1 layer(s)"),
-                                   (2, "bi-LSTM, 2 layer(s): near GD (paired)"),
-                                   (4, "bi-LSTM, 4 layer(s): near GD (paired)"))),
-                Points("GD (1 step)", tuple((k, gd) for k in (1, 2, 4))),
-            )),),
-        ),  # fmt: skip
-    )
-
-
-# -- GD-SSM --------------------------------------------------------------------------------------
-#: The GD-SSM appendix: Adam 2e-4 (1e-4 for the recurrence), a cosine schedule, batches of 64;
-#: 10,000 steps are ours (the count is not stated).
-_GDSSM_PAPER = {"lr": "2e-4", "recurrent_lr": "1e-4", "lr_schedule": "cosine",
-                "meta_batch": "64"}  # fmt: skip
-
-
-def gdssm_half(label: str, metric: str = LOSS, **target) -> Claim:
-    """The trained 1-layer GD-SSM at U(-0.5, 0.5) (Adam 1e-3 at cpu): one run, many lines."""
-    return Claim(label, "linreg-icl", "gdssm", metric, {**_HALF, "lr": "1e-3"},
-                 _budget(600, 3000, 10000, _GDSSM_PAPER), cost_s=_cost(10.4, 40.0, 140.0),
-                 **target)  # fmt: skip
-
-
-def _gdssm() -> Table:
-    gd = "one GD step, U(-0.5, 0.5)"
-    parameter = dict(check="at_least", target=0.9, provenance="figure",
-                     cite="Sushma et al. (learned parameters against the construction)")
-    claims = [
-        gd_half(gd),
-        gdssm_half("1-layer GD-SSM = GD (paired)", versus=gd, tolerance=0.02, relative=True,
-                   cite="Sushma et al. (trained GD-SSM = one GD step)"),
-        *(gdssm_half(f"{part} parameters like the construction's (|cosine|)",
-                     f"final/gdssm/{part}_cosine", **parameter)
-          for part in ("local", "select", "readout")),
-        gdssm_half("one GD step's fitted rate", "final/gdssm/gd_eta"),
-        gdssm_half("the rate the trained layer implements = GD's", "final/gdssm/eta",
-                   versus="one GD step's fitted rate", tolerance=0.05, relative=True,
-                   provenance="figure", cite="Sushma et al. (learned parameters)"),
-    ]  # fmt: skip
-    for kind in ("input", "teacher"):
-        base = f"one GD step, {kind} scaled by 2"
-        claims += [
-            gdssm_half(base, f"final/ood/{kind}_x2_gd"),
-            gdssm_half(f"GD-SSM degrades like GD, {kind} scaled by 2",
-                       f"final/ood/{kind}_x2_model", versus=base, tolerance=0.1, relative=True,
-                       provenance="figure", cite="Sushma et al. (out of distribution)"),
-        ]  # fmt: skip
-    one = "1-layer GD-SSM = GD (paired)"
-    return Table(
-        "gdssm-one-step",
-        "A trained 1-layer GD-SSM equals one step of GD, with the construction's parameters, "
-        "in and out of distribution",
-        _SUSHMA,
-        tuple(claims),
-        note="Parameters are compared in quantities rescaling leaves alone (|cosine| of the "
-        "local attention W, the selection D and the readout C with the construction's; the "
-        "rate -N W_xy D_q c). Bands are ours (the paper shows these in figures). cpu: Adam "
-        "1e-3, 3,000 steps; paper: the appendix's Adam 2e-4 / 1e-4, cosine, batches of 64.",
-        figure=TableFigure(
-            "Sushma et al.: training, parameters against the construction, out of distribution",
-            (
-                Panel("Validation loss over training", "iteration", "test loss", (
-                    History("GD-SSM", one, "val/loss"), Level("GD (1 step)", line=gd),
-                ), log_y=True),
-                Panel("Parameters against the construction", "1 W, 2 D, 3 C", "|cosine|", (
-                    Points("GD-SSM", tuple(
-                        (i, f"{part} parameters like the construction's (|cosine|)")
-                        for i, part in enumerate(("local", "select", "readout"), start=1))),
-                )),
-                Panel("Input scaled by alpha at test", "alpha", "test loss", (
-                    History("GD-SSM", one, "analysis/ood_input_model", 0.01),
-                    History("GD (1 step)", one, "analysis/ood_input_gd", 0.01)), log_y=True),
-            ),
-        ),  # fmt: skip
-    )
-
-
-#: The loss of predicting zero at U(-0.5, 0.5), d = 10: 0.5 d E[x^2] E[w^2] = 10 / 24.
-_ZERO = 10 / 24
-
-
-def _gdssm_peers() -> Table:
-    gd = "one GD step, U(-0.5, 0.5)"
-    lsa_budget = _budget(1000, 3000, 5000, _lsa_paper())
-    claims = [
-        gd_half(gd),
-        gdssm_half("1-layer GD-SSM = GD (paired)", versus=gd, tolerance=0.02, relative=True,
-                   cite="Sushma et al."),
-        Claim("2-layer GD-SSM below one GD step (paired)", "linreg-icl", "gdssm", LOSS,
-              {**_HALF, "lr": "1e-3", "layers": "2"}, _budget(600, 3000, 10000, _GDSSM_PAPER),
-              versus=gd, check="at_most", cite="Sushma et al. (stacked layers: more steps)",
-              cost_s=_cost(20.0, 90.0, 300.0)),
-        Claim("1-layer S5: not below the zero predictor", "linreg-icl", "s5", LOSS,
-              {**_HALF, "lr": "1e-3"},
-              _budget(600, 3000, 10000, {"lr": "2e-4", "meta_batch": "64"}),
-              target=_ZERO, check="at_least", tolerance=0.01, relative=True,
-              cite="Sushma et al. (1-layer S5 fails: above the zero predictor)",
-              cost_s=_cost(4.0, 20.0, 60.0)),
-        lsa_half("1-layer transformer (LSA) = GD (paired)", versus=gd, tolerance=0.02,
-                 relative=True, cite="Sushma et al. (transformer baselines)"),
-        Claim("2-layer transformer (LSA) below one GD step (paired)", "linreg-icl", "lsa", LOSS,
-              {**_HALF, "layers": "2"}, lsa_budget, versus=gd, check="at_most",
-              cite="Sushma et al. (transformer baselines)", cost_s=_cost(10.0, 34.0, 170.0)),
-    ]  # fmt: skip
-    return Table(
-        "gdssm-peers",
-        "GD-SSM against S5 and 1- and 2-layer transformers",
-        _SUSHMA,
-        tuple(claims),
-        note=f"The zero predictor's loss here is 0.5 d E[x^2] E[w^2] = {_ZERO:.4f} (derived); "
-        "the S5 line allows 1% below it for sampling.",
-        figure=TableFigure(
-            "Sushma et al.: GD-SSM, S5 and transformers",
-            (Panel("Test loss", "0 GD, 1 GD-SSM, 2 GD-SSM x2, 3 S5, 4 LSA, 5 LSA x2",
-                   "test loss", (
-                       Points("model", ((0, gd), (1, "1-layer GD-SSM = GD (paired)"),
-                                        (2, "2-layer GD-SSM below one GD step (paired)"),
-                                        (3, "1-layer S5: not below the zero predictor"),
-                                        (4, "1-layer transformer (LSA) = GD (paired)"),
-                                        (5, "2-layer transformer (LSA) below one GD step "
-                                            "(paired)"))),
-                       Fixed("zero predictor", ((0, _ZERO), (5, _ZERO))),
-                   ), log_y=True),),
-        ),  # fmt: skip
-    )
-
-
-_DIMS = (5, 10, 20)
-
-
-def _gdssm_shapes() -> Table:
-    claims = []
-    for outputs in (1, 5):
-        for dim in _DIMS if outputs == 1 else (10,):
-            task = {**_HALF, "dim": str(dim), "outputs": str(outputs)}
-            name = f"d = {dim}" + (f", {outputs} outputs" if outputs > 1 else "")
-            gd = f"one GD step, {name}"
-            claims += [
-                Claim(gd, "linreg-icl", "gd", LOSS, task, _budget(200, 500, 500),
-                      cost_s=_cost(1.8, 2.0)),
-                Claim(f"1-layer GD-SSM = GD, {name} (paired)", "linreg-icl", "gdssm", LOSS,
-                      {**task, "lr": "1e-3"}, _budget(600, 3000, 10000, _GDSSM_PAPER),
-                      versus=gd, tolerance=0.02, relative=True,
-                      cite="Sushma et al. (feature dimensions; vector-valued targets)",
-                      cost_s=_cost(10.0 * dim / 10 * outputs, 40.0 * dim / 10 * outputs)),
-            ]  # fmt: skip
-    return Table(
-        "gdssm-shapes",
-        "GD-SSM = one GD step across feature dimensions and with vector-valued targets",
-        _SUSHMA,
-        tuple(claims),
-        note="N = 10 context points throughout; d = 5, 10, 20 with one output, and d = 10 with "
-        "5 outputs (y = W x, W ~ N(0, I); the loss sums the outputs' half squared errors). "
-        "The 2% band is ours.",
-        figure=TableFigure(
-            "Sushma et al.: by feature dimension",
-            (Panel("Test loss by feature dimension", "d", "test loss", (
-                Points("GD-SSM", tuple((d, f"1-layer GD-SSM = GD, d = {d} (paired)")
-                                       for d in _DIMS)),
-                Points("GD (1 step)", tuple((d, f"one GD step, d = {d}") for d in _DIMS)),
-            ), log_y=True),),
-        ),  # fmt: skip
-    )
-
-
 TABLES = (_icml23_one_step(), _multistep(), _gamma(), _alignment(), _deep(), _sine(),
-          _interleaved(), _ood_inputs(), _ablations(), _task_pool(), _blog_depth(),
-          _blog_gd_rate(), _blog_lstm(), _gdssm(), _gdssm_peers(), _gdssm_shapes())  # fmt: skip
+          _interleaved(), _ood_inputs(), _ablations(), _task_pool())  # fmt: skip

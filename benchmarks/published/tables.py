@@ -2,8 +2,9 @@
 
 What a table and a line are, and how a line is judged: :mod:`benchmarks.published.claims`.
 The tables, by paper: :mod:`benchmarks.published.in_context` (von Oswald et al. 2023 and
-thesis ch. 2, the ICLR 2024 blog post, GD-SSM), :mod:`benchmarks.published.mesa` (thesis
-ch. 3), :mod:`benchmarks.published.meta_learning` (thesis ch. 4, the MAML paper).
+thesis ch. 2), :mod:`benchmarks.published.icl_blog` (the ICLR 2024 blog post),
+:mod:`benchmarks.published.gdssm` (Sushma et al., GD-SSM), :mod:`benchmarks.published.mesa`
+(thesis ch. 3), :mod:`benchmarks.published.meta_learning` (thesis ch. 4, the MAML paper).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from benchmarks.planning.config import ConfigError
-from benchmarks.published import in_context, mesa, meta_learning
+from benchmarks.published import gdssm, icl_blog, in_context, mesa, meta_learning
 from benchmarks.published.claims import (  # noqa: F401  (the tables' vocabulary, re-exported)
     PRESETS,
     Claim,
@@ -23,7 +24,9 @@ from benchmarks.published.claims import (  # noqa: F401  (the tables' vocabulary
 )
 
 TABLES: dict[str, Table] = {
-    table.name: table for table in (*in_context.TABLES, *mesa.TABLES, *meta_learning.TABLES)
+    table.name: table
+    for table in (*in_context.TABLES, *icl_blog.TABLES, *gdssm.TABLES, *mesa.TABLES,
+                  *meta_learning.TABLES)
 }
 
 
