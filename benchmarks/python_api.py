@@ -114,8 +114,9 @@ def leaderboard(
 
     configure_mlflow()
     from benchmarks.catalog.installed import benchmark_spec
+    from benchmarks.results.board import RunFilter
     from benchmarks.results.formats import as_csv, caption
-    from benchmarks.results.leaderboards import RunFilter, leaderboard_from_store
+    from benchmarks.results.leaderboards import leaderboard_from_store
     from benchmarks.store.reader import open_reader
 
     benchmark_spec(benchmark)  # an unknown name raises with suggestions

@@ -176,7 +176,7 @@ def test_the_protocol_linter_flags_rows_in_one_line_each_and_can_refuse_them(sto
     ranking."""
     from benchmarks.catalog.references import ReferenceRow
     from benchmarks.planning.lint import DATA_DIGEST_TAG, SELECTED_ON_TAG
-    from benchmarks.results.leaderboards import LeaderboardRow
+    from benchmarks.results.board import LeaderboardRow
     from benchmarks.results.linter import row_findings
     from benchmarks.store.tracking import MlflowTracker
 

@@ -1,7 +1,7 @@
 """The commands that read results back: leaderboard, report, ui, compare and runs.
 
 They never write to the store, except ``runs --mark-failed``, which closes lost runs; they
-share the filters of :class:`~benchmarks.results.leaderboards.RunFilter` and the formats of
+share the filters of :class:`~benchmarks.results.board.RunFilter` and the formats of
 :mod:`benchmarks.results.formats`.
 """
 
@@ -18,7 +18,7 @@ from rich.console import Console
 from rich.table import Table
 
 from benchmarks.planning.config import parse_pairs
-from benchmarks.results.leaderboards import GROUP_KEYS, RunFilter
+from benchmarks.results.board import GROUP_KEYS, RunFilter
 from benchmarks.running.console import print_table
 from mesabench_core import BadInput
 

@@ -162,12 +162,8 @@ def aggregate_from_store(reader, benchmarks: Sequence[str], run_filter=None,
     configuration per benchmark at the benchmark's own task settings; and what each
     benchmark's scores were normalised by (benchmark -> one line)."""
     from benchmarks.catalog.anchors import anchors_for, task_settings
-    from benchmarks.results.leaderboards import (
-        LeaderboardError,
-        build_leaderboard,
-        other_setting_text,
-        read_runs,
-    )
+    from benchmarks.results.board import LeaderboardError, other_setting_text
+    from benchmarks.results.leaderboards import build_leaderboard, read_runs
 
     scores: dict[str, dict[str, np.ndarray]] = {}
     anchors_text: dict[str, str] = {}

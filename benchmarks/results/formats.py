@@ -21,7 +21,7 @@ from typing import Any
 from rich.table import Table
 
 from benchmarks.catalog.references import REFERENCE_VERSION
-from benchmarks.results.leaderboards import Leaderboard, LeaderboardRow
+from benchmarks.results.board import Leaderboard, LeaderboardRow
 from benchmarks.results.linter import row_findings
 from benchmarks.results.multiple_tests import MOST_SEEDS
 from benchmarks.results.statistics import CONFIDENCE

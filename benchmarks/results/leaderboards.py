@@ -26,310 +26,36 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import functools
 import json
 import logging
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any
 
 from benchmarks.catalog.references import ReferenceRow, references_for
 from benchmarks.metrics import catalog as metric_catalog
-from benchmarks.planning.config import ConfigError
+from benchmarks.results.board import (
+    COMPARED_SECTIONS,
+    DEFAULTS_TAG,
+    GROUP_KEYS,
+    Leaderboard,
+    LeaderboardError,
+    LeaderboardRow,
+    RunFilter,
+    RunRecord,
+    is_setting,
+)
 from benchmarks.results.multiple_tests import holm, seeds_for_power
-from benchmarks.results.statistics import PairedTest, SeedStats, paired_t_test, seed_stats
+from benchmarks.results.statistics import paired_t_test
 from benchmarks.store.lifecycle import is_stale
 from benchmarks.store.reader import (
     RUN_LOCAL_SETTINGS,
-    TUNING_TAG,
     Only,
     StoredRun,
     StoreReader,
     TagFilter,
 )
-from mesabench_core import __version__
 
 log = logging.getLogger("mesabench")
-
-#: Grouping keys besides run params (``method.inner_lr``, ``task.shots``, ...).
-GROUP_KEYS = ("method", "config_hash", "version")
-#: Keys that never distinguish configurations.
-_NOT_CONFIG = {"seed", "device", "method_name", "benchmark"}
-#: The run params a ranked board holds equal: the task's and the protocol's settings.
-COMPARED_SECTIONS = ("task.", "protocol.")
-#: Tags the tracker writes at a run's start (benchmarks.store.tracking): whether its task
-#: and protocol settings are the benchmark's own defaults, and a plugin method's code digest.
-DEFAULTS_TAG = "mesabench.default_settings"
-CODE_TAG = "mesabench.method_code"
-
-
-class LeaderboardError(ConfigError):
-    """A leaderboard that cannot be built as asked (e.g. ranking by an undeclared metric)."""
-
-
-@dataclass(frozen=True)
-class RunRecord:
-    """What the leaderboard needs of one MLflow run."""
-
-    run_id: str
-    benchmark: str
-    method: str
-    config_hash: str
-    seed: int
-    status: str
-    version: str
-    start_time: datetime
-    params: dict[str, str]
-    tags: dict[str, str]
-    metrics: dict[str, float]
-    stale: bool = False
-
-    def group_value(self, key: str) -> str:
-        if key == "method":
-            return self.method
-        if key == "config_hash":
-            return self.config_hash
-        if key == "version":
-            return self.version
-        return self.params.get(key, "-")
-
-    @functools.cached_property
-    def tuning(self) -> dict[str, Any] | None:
-        """The run's role in a ``tune`` (a trial, or the configuration it selected)."""
-        text = self.tags.get(TUNING_TAG)
-        try:
-            return json.loads(text) if text else None
-        except ValueError:
-            return None
-
-    @property
-    def evaluation(self) -> bool:
-        """Whether the run scores a saved learner (``evaluate``) rather than training one."""
-        return "evaluation.learner_from" in self.params
-
-    @property
-    def code(self) -> str:
-        """A plugin method's code digest ('' for built-ins and runs recorded before it)."""
-        return self.tags.get(CODE_TAG, "")
-
-    @functools.cached_property
-    def setting(self) -> tuple[tuple[str, str], ...]:
-        """What a ranked board holds equal: the run's kind (training, or evaluation of a
-        learner trained on some benchmark) and every task and protocol setting."""
-        kind = ("kind", f"evaluation of a learner trained on "
-                        f"{self.tags.get('mesabench.trained_on', '?')}"
-                if self.evaluation else "training")  # fmt: skip
-        compared = sorted((k, v) for k, v in self.params.items() if k.startswith(COMPARED_SECTIONS))
-        return (kind, *compared)
-
-
-@dataclass(frozen=True)
-class RunFilter:
-    """Which runs count: tag and param equalities, a start date, a suite version."""
-
-    tags: dict[str, str] = field(default_factory=dict)
-    params: dict[str, str] = field(default_factory=dict)
-    since: datetime | None = None
-    version: str | None = None
-
-    def admits(self, run: RunRecord) -> bool:
-        if any(run.tags.get(k) != v for k, v in self.tags.items()):
-            return False
-        if any(run.params.get(k) != v for k, v in self.params.items()):
-            return False
-        if self.since is not None and run.start_time < self.since:
-            return False
-        return self.version is None or run.version == self.version
-
-
-@dataclass
-class LeaderboardRow:
-    method: str
-    runs: list[RunRecord] = field(default_factory=list)
-    reference: ReferenceRow | None = None
-    #: For a reference whose settings differ from ours: key -> (ours, theirs).
-    settings_differ: dict[str, tuple[str, str]] = field(default_factory=dict)
-    #: Settings whose values differ between the runs this row pools: key -> values.
-    pooled: dict[str, list[str]] = field(default_factory=dict)
-    #: For a row of runs of another task or protocol setting than the ranked ones (listed
-    #: apart): key -> (this row's value, the ranked rows' value).
-    other_setting: dict[str, tuple[str, str]] = field(default_factory=dict)
-    #: The paired comparison with the baseline row (``--baseline``), if asked for.
-    versus_baseline: PairedTest | None = None
-    #: Its p-value adjusted for the board's other paired tests (Holm), and the seeds a
-    #: paired t-test would need to detect the observed difference at 80% power.
-    versus_baseline_holm: float | None = None
-    seeds_for_power: int | None = None
-    #: Where the board placed the row: ``ranked``, ``reference`` (ranked beside ours),
-    #: ``diverged`` or ``missing`` (listed unranked), ``other settings`` (runs of another
-    #: task or protocol setting, listed apart), ``reference, settings differ``.
-    status: str = "ranked"
-    #: Statistics already computed, per metric (a row's runs are fixed once it is built).
-    _stats: dict[str, SeedStats] = field(default_factory=dict, repr=False, compare=False)
-
-    @property
-    def seeds(self) -> list[int]:
-        """The row's distinct seeds."""
-        return sorted({r.seed for r in self.runs})
-
-    @property
-    def tuned(self) -> dict[str, Any] | None:
-        """The ``tune`` that selected this row's configuration (its budget, space and
-        metric; the runs of a row share it: it is part of their identity), or None."""
-        tuning = self.runs[0].tuning if self.runs else None
-        return tuning if tuning and tuning.get("role") == "selected" else None
-
-    @property
-    def is_reference(self) -> bool:
-        return self.reference is not None
-
-    def by_seed(self, metric: str) -> dict[int, float]:
-        """The metric keyed by seed, for pairing. A row of one configuration has one run
-        per seed; a row that pools configurations is paired on each seed's mean."""
-        grouped: dict[int, list[float]] = {}
-        for run in self.runs:
-            if metric in run.metrics:
-                grouped.setdefault(run.seed, []).append(run.metrics[metric])
-        return {seed: sum(v) / len(v) for seed, v in grouped.items()}
-
-    def values(self, metric: str) -> list[float]:
-        """One value per seed of the row, in seed order (a row that pools configurations
-        averages each seed's runs, so that n counts seeds), or the reference's number."""
-        if self.reference is not None:
-            value = self.reference.metrics.get(metric)
-            return [] if value is None else [value]
-        by_seed = self.by_seed(metric)
-        return [by_seed[seed] for seed in sorted(by_seed)]
-
-    def stats(self, metric: str) -> SeedStats:
-        """n, mean, std (ddof 1) and the Student-t 95% CI of the mean, over seeds."""
-        if metric not in self._stats:
-            self._stats[metric] = seed_stats(self.values(metric))
-        return self._stats[metric]
-
-    def episode_ci95(self, metric: str) -> float | None:
-        """Mean of the runs' own 95% CI half-widths over their test episodes, where kept.
-
-        Not a statement about seeds: it measures how well each run's test tasks pin down
-        that run's number.
-        """
-        values = self.values(f"{metric}_ci95")
-        return sum(values) / len(values) if values else None
-
-    def diverged_fraction(self, metric: str) -> float | None:
-        """Largest fraction of diverged test tasks over the runs (None when not logged)."""
-        values = self.values(f"{metric}_diverged_fraction")
-        return max(values) if values else None
-
-    def diverged(self, metric: str) -> bool:
-        values = self.values(metric)
-        return bool(values) and self.stats(metric).mean is None
-
-    def versions(self) -> set[str]:
-        return {r.version for r in self.runs}
-
-    @property
-    def code(self) -> str:
-        """The plugin code digest its runs share ('' for built-ins): rows never pool two."""
-        return self.runs[0].code if self.runs else ""
-
-
-@dataclass
-class Leaderboard:
-    benchmark: str
-    metric: str
-    higher: bool
-    columns: list[str]
-    rows: list[LeaderboardRow]  # ranked: ours and matching references, by the metric
-    excluded: dict[str, int]
-    config_keys: list[str]
-    version: str = __version__
-    #: Our rows not ranked: the ranked metric diverged or is missing.
-    unranked: list[LeaderboardRow] = field(default_factory=list)
-    #: References whose declared settings differ from our rows'.
-    apart: list[LeaderboardRow] = field(default_factory=list)
-    #: Rows of runs of other task or protocol settings (or evaluations beside training
-    #: runs): listed apart, never ranked with ``rows``.
-    elsewhere: list[LeaderboardRow] = field(default_factory=list)
-    #: The ranked rows' task and protocol settings (and run kind), as in RunRecord.setting.
-    setting: tuple[tuple[str, str], ...] = ()
-    #: Repeated FINISHED runs of one (configuration, seed) left out (the latest one counts).
-    duplicates_dropped: int = 0
-    baseline: LeaderboardRow | None = None
-    #: The ranked metric in words, with its direction.
-    metric_words: str = ""
-    #: Why no run is on the board although the benchmark has runs: the ``--param`` filter
-    #: matched none (the recorded values named). Empty when the filter admitted some.
-    filtered_out: str = ""
-
-    @property
-    def ours(self) -> list[LeaderboardRow]:
-        return [r for r in self.rows if not r.is_reference] + self.unranked
-
-    @functools.cached_property
-    def shows_episode_ci(self) -> bool:
-        """Whether any row of ours kept the runs' own episode CI of the ranked metric (the
-        board is complete when it is read: computed once, not once per printed row)."""
-        return any(r.episode_ci95(self.metric) is not None for r in self.ours)
-
-    def all_rows(self) -> list[LeaderboardRow]:
-        """Ranked rows, then unranked ones, then rows of other settings, then references
-        listed apart."""
-        return [*self.rows, *self.unranked, *self.elsewhere, *self.apart]
-
-    def flagged(self, row: LeaderboardRow) -> bool:
-        """Whether the row holds runs made by another suite version."""
-        return not row.is_reference and row.versions() != {self.version}
-
-    def config_label(self, row: LeaderboardRow) -> str:
-        if row.is_reference:
-            kind = row.reference.kind
-            return f"{kind} ({row.reference.source})"
-        same_method = [r for r in self.ours if r.method == row.method]
-        codes = {r.code for r in same_method}
-        parts = []
-        if self.config_keys:
-            first = row.runs[0].params
-            parts.append(", ".join(f"{_short_key(k)}={first.get(k, '-')}"
-                                   for k in self.config_keys if k not in row.pooled))  # fmt: skip
-        elif not row.other_setting and len(codes) < 2:  # nothing else tells the row apart
-            parts.append(row.runs[0].config_hash)
-        if row.pooled:
-            parts.append("pooled " + "; ".join(f"{_short_key(k)}={'/'.join(v)}"
-                                               for k, v in row.pooled.items()))  # fmt: skip
-        if len(codes) > 1:  # a plugin's code changed between runs of this method
-            parts.append(f"code {row.code[:8] or 'unrecorded'}")
-        if row.other_setting:
-            parts.append(other_setting_text(row.other_setting))
-        tuned = tuned_text(row)
-        if tuned:
-            parts.append(tuned)
-        return "; ".join(part for part in parts if part)
-
-
-def tuned_text(row: LeaderboardRow) -> str:
-    """``tuned: 20 trials, selected on val/loss`` for a row of a tune's selected runs."""
-    tuned = row.tuned
-    if tuned is None:
-        return ""
-    return f"tuned: {tuned.get('trials')} trials, selected on {tuned.get('selected_on')}"
-
-
-def other_setting_text(differ: dict[str, tuple[str, str]]) -> str:
-    """``tasks=5 (ranked: 20)``: what sets a row of other settings apart from the ranked."""
-    return ", ".join(f"{_short_key(k)}={mine} (ranked: {ranked})"
-                     for k, (mine, ranked) in differ.items())  # fmt: skip
-
-
-def _short_key(key: str) -> str:
-    return key.split(".", 1)[-1]
-
-
-def _is_setting(key: str) -> bool:
-    """A run param that can tell configurations apart (``task.shots``, not ``seed``)."""
-    return "." in key and _short_key(key) not in _NOT_CONFIG
-
 
 # -- reading ------------------------------------------------------------------------------
 def _record(run: StoredRun) -> RunRecord:
@@ -406,7 +132,7 @@ def _config_keys(rows: Sequence[LeaderboardRow]) -> list[str]:
     keys: set[str] = set()
     params = [(row.method, row.runs[0].params) for row in rows if row.runs]
     every = set().union(*(p for _, p in params)) if params else set()
-    for key in filter(_is_setting, every):
+    for key in filter(is_setting, every):
         if key.startswith("method."):
             by_method: dict[str, set] = {}
             for method, p in params:
@@ -422,7 +148,7 @@ def _pooled(row: LeaderboardRow) -> dict[str, list[str]]:
     """Settings whose values differ between the runs of one row."""
     out = {}
     every = set().union(*(r.params for r in row.runs))
-    for key in sorted(filter(_is_setting, every)):
+    for key in sorted(filter(is_setting, every)):
         values = sorted({r.params.get(key, "-") for r in row.runs})
         if len(values) > 1:
             out[key] = values

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 
 from benchmarks.planning.lint import DATA_DIGEST_TAG, LINT_TAG, SELECTED_ON_TAG
-from benchmarks.results.leaderboards import Leaderboard, LeaderboardRow
+from benchmarks.results.board import Leaderboard, LeaderboardRow
 
 
 def row_findings(row: LeaderboardRow) -> list[str]:

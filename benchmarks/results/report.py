@@ -17,8 +17,8 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
+from benchmarks.results.board import Leaderboard
 from benchmarks.results.formats import as_html_table, standalone_page
-from benchmarks.results.leaderboards import Leaderboard
 from benchmarks.results.linter import finding_lines
 
 #: Per-run pictures shown beside the averaged curves (one per seed, labelled with it).
