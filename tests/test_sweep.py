@@ -32,7 +32,7 @@ def _cells(runs):
 def test_processes_opening_a_fresh_store_at_once_all_succeed(tmp_path, unopened_store):
     # MLflow builds a new SQLite store's schema on first open; unguarded, four openers
     # at once collide mid-migration (table already exists / alembic version mismatch).
-    code = "import sys; from benchmarks.store.tracking import open_store; open_store(sys.argv[1])"
+    code = "import sys; from benchmarks.store.client import open_store; open_store(sys.argv[1])"
     openers = [
         subprocess.Popen(
             [sys.executable, "-c", code, unopened_store],

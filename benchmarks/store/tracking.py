@@ -27,13 +27,9 @@ from mlflow.entities import Metric, Param, RunTag
 
 from benchmarks.store.client import LOCK_RETRY_SECONDS, OutOfSpace, open_store, out_of_space
 from benchmarks.store.lifecycle import Heartbeat, heartbeat_tags, process_tags
-from benchmarks.store.reader import (  # noqa: F401  (re-exported: the store's URI rules)
+from benchmarks.store.reader import (
     TUNING_TAG,
-    StoreUnreachable,
-    check_sqlite_store,
     default_tracking_uri,
-    folder_writable,
-    immutable_uri,
     normalise_uri,
     sqlite_path,
 )
