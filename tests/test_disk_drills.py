@@ -145,6 +145,13 @@ def test_a_store_on_a_read_only_filesystem_is_read_and_refuses_writes_in_one_lin
                      "--tracking-uri", store]) == 2  # fmt: skip
         (line,) = capsys.readouterr().err.strip().splitlines()
         assert "cannot be written" in line and "read-only" in line
+        # Its runs export (reading), and a bundle imported into it is refused alike.
+        bundle = tmp_path / "archive.mesabundle"
+        assert main(["export", str(bundle), "--tracking-uri", store]) == 0
+        capsys.readouterr()
+        assert main(["import", str(bundle), "--tracking-uri", store]) == 2
+        (line,) = capsys.readouterr().err.strip().splitlines()
+        assert "cannot be written" in line and "read-only" in line
         assert list(here.iterdir()) == []  # before: a folder named "file:" (MLflow's)
     finally:
         subprocess.run(["umount", "-l", str(folder)], check=False)

@@ -18,7 +18,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from benchmarks.cli import results_commands
+from benchmarks.cli import bundle_commands, results_commands
 from benchmarks.planning.config import parse_pairs
 from benchmarks.running.console import answered, prepare_process, print_table
 from mesabench_core import BadInput
@@ -113,9 +113,8 @@ def build_parser() -> argparse.ArgumentParser:
                       "sinusoid-5shot)")  # fmt: skip
     show.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
 
-    from benchmarks.cli.results_commands import add_commands
-
-    add_commands(sub)
+    results_commands.add_commands(sub)
+    bundle_commands.add_commands(sub)
 
     sweep = sub.add_parser("sweep", help="run methods x grid x seeds; resumable, local or Ray")
     sweep.add_argument("file", nargs="?", default=None, help="a YAML sweep file")
@@ -453,6 +452,8 @@ COMMANDS = {
     "ui": results_commands.cmd_ui,
     "compare": results_commands.cmd_compare,
     "runs": results_commands.cmd_runs,
+    "export": bundle_commands.cmd_export,
+    "import": bundle_commands.cmd_import,
 }
 
 

@@ -15,6 +15,7 @@ from typing import Any
 from benchmarks.catalog.references import ReferenceRow
 from benchmarks.planning.config import ConfigError
 from benchmarks.results.statistics import PairedTest, SeedStats, seed_stats
+from benchmarks.store.bundles import IMPORTED_FROM_TAG
 from benchmarks.store.reader import (
     TUNING_TAG,
 )
@@ -151,6 +152,11 @@ class LeaderboardRow:
         return tuning if tuning and tuning.get("role") == "selected" else None
 
     @property
+    def imported(self) -> list[RunRecord]:
+        """The row's runs that came from a bundle (``python -m benchmarks import``)."""
+        return [r for r in self.runs if IMPORTED_FROM_TAG in r.tags]
+
+    @property
     def is_reference(self) -> bool:
         return self.reference is not None
 
@@ -275,7 +281,17 @@ class Leaderboard:
         tuned = tuned_text(row)
         if tuned:
             parts.append(tuned)
+        parts.append(imported_text(row))
         return "; ".join(part for part in parts if part)
+
+
+def imported_text(row: LeaderboardRow) -> str:
+    """``imported: 3 of 5 runs, from lab.mesabundle`` for a row with runs from a bundle."""
+    imported = row.imported
+    if not imported:
+        return ""
+    sources = ", ".join(sorted({r.tags[IMPORTED_FROM_TAG] for r in imported}))
+    return f"imported: {len(imported)} of {len(row.runs)} runs, from {sources}"
 
 
 def tuned_text(row: LeaderboardRow) -> str:

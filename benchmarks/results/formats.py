@@ -25,6 +25,7 @@ from benchmarks.results.board import Leaderboard, LeaderboardRow
 from benchmarks.results.linter import row_findings
 from benchmarks.results.multiple_tests import MOST_SEEDS
 from benchmarks.results.statistics import CONFIDENCE
+from benchmarks.store.bundles import IMPORTED_FROM_TAG, SOURCE_RUN_TAG
 from mesabench_core import __version__
 
 FORMATS = ("table", "markdown", "csv", "json", "html")
@@ -120,6 +121,10 @@ def row_cells(board: Leaderboard) -> list[dict[str, Any]]:
                 # A tune's selected configuration: its budget, space and selection.
                 "tuned": row.tuned,
                 "run_ids": [r.run_id for r in row.runs],
+                # Runs that came from a bundle: their source run ids and bundles.
+                "imported": [{"run_id": r.run_id, "source_run": r.tags.get(SOURCE_RUN_TAG),
+                              "bundle": r.tags.get(IMPORTED_FROM_TAG)}
+                             for r in row.imported],
                 "versions": sorted(row.versions()),
             }
         )  # fmt: skip

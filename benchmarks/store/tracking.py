@@ -97,6 +97,16 @@ def run_name(plan) -> str:
     return f"{plan.method_name}{kind}-s{plan.seed}-{plan.config_hash()[:6]}"
 
 
+def machine_text(device: str) -> str:
+    """``x86_64 Linux, 2 CPU cores`` (and the GPU's name on a CUDA device)."""
+    import platform
+
+    text = f"{platform.machine()} {platform.system()}, {os.cpu_count()} CPU cores"
+    if str(device).startswith("cuda") and torch.cuda.is_available():
+        text += f", {torch.cuda.get_device_name(torch.device(device))}"
+    return text
+
+
 def source_tags() -> dict[str, str]:
     """MLflow's own source tags: what ran (our command line) and who ran it."""
     import contextlib
@@ -193,6 +203,9 @@ class MlflowTracker:
 
         tags = {
             "mesabench.version": __version__,
+            # Where the numbers were made: they travel with the run (bundles).
+            "mesabench.torch_version": torch.__version__,
+            "mesabench.machine": machine_text(plan.device),
             "mesabench.method": plan.method_name,
             "mesabench.method_source": method_source,
             "mesabench.benchmark": plan.benchmark,

@@ -1,0 +1,103 @@
+"""The commands that carry runs between stores: ``export`` (chosen runs to a bundle) and
+``import`` (a bundle's runs into a store). The format: :mod:`benchmarks.store.bundles`."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from pathlib import Path
+
+from rich.console import Console
+
+from benchmarks.planning.config import ConfigError
+
+
+def add_commands(sub) -> None:
+    export = sub.add_parser(
+        "export", help="write chosen runs (by benchmark, method, run id, or all) to a bundle"
+    )
+    export.add_argument("output", help="the bundle to write (e.g. runs.mesabundle)")
+    export.add_argument("--benchmark", action="append", default=[],
+                        help="runs of this benchmark (repeatable; default: every one)")  # fmt: skip
+    export.add_argument("--method", action="append", default=[],
+                        help="runs of this method (repeatable; default: every one)")  # fmt: skip
+    export.add_argument("--run-id", action="append", default=[], metavar="RUN_ID",
+                        help="this run (repeatable; not with --benchmark, --method)")  # fmt: skip
+    export.add_argument("--histories", action="store_true",
+                        help="also each metric's history (default: its last value)")  # fmt: skip
+    export.add_argument("--tracking-uri", default=None)
+    imp = sub.add_parser("import", help="add a bundle's runs to a store (each run once)")
+    imp.add_argument("bundle", help="the bundle to read")
+    imp.add_argument("--tracking-uri", default=None)
+
+
+def cmd_export(args: argparse.Namespace, console: Console) -> int:
+    from benchmarks.store.bundles import bundle_bytes, run_body, write_bundle
+    from benchmarks.store.client import open_for_reading
+    from benchmarks.store.reader import open_reader
+    from mesabench_core import __version__
+
+    if args.run_id and (args.benchmark or args.method):
+        raise ConfigError("export: --run-id takes no --benchmark or --method")
+    output = Path(args.output)
+    if not output.parent.is_dir():
+        raise ConfigError(f"export: cannot write {output}: no folder {output.parent}")
+    client = open_for_reading(args.tracking_uri)
+    reader = open_reader(args.tracking_uri, client)
+    runs = _chosen(client, reader, args.benchmark, args.method, args.run_id)
+    if not runs:
+        raise ConfigError(f"export: no finished, failed or killed runs chosen in {reader.uri}")
+    data = bundle_bytes((run_body(client, run, args.histories) for run in runs), __version__)
+    write_bundle(output, data)
+    console.print(f"exported {len(runs)} run(s) to {output} ({len(data) / 1024:.1f} KiB)")
+    return 0
+
+
+def cmd_import(args: argparse.Namespace, console: Console) -> int:
+    from benchmarks.store.bundles import check_installed, import_bundle, read_bundle
+    from benchmarks.store.tracking import MlflowTracker
+
+    bundle = read_bundle(Path(args.bundle))
+    check_installed(bundle)
+    tracker = MlflowTracker(args.tracking_uri)  # a store that cannot be written: refused
+    done = import_bundle(tracker, bundle)
+    console.print(f"imported {len(done.added)} run(s) from {bundle.source} into {tracker.uri}"
+                  f"; {len(done.present)} already there")  # fmt: skip
+    return 0
+
+
+def _chosen(client, reader, benchmarks: Sequence[str], methods: Sequence[str],
+            run_ids: Sequence[str]) -> list:  # fmt: skip
+    """The runs to export: by run id, else the closed runs (finished, failed, killed) of
+    the chosen benchmarks (every one in the store where none is named) and methods."""
+    from benchmarks.results.leaderboards import benchmarks_in_store
+    from benchmarks.store.bundles import CARRIED_STATUSES
+
+    if run_ids:
+        runs = []
+        for run_id in run_ids:
+            try:
+                run = client.get_run(run_id)
+            except Exception:
+                raise ConfigError(f"export: no run {run_id!r} in {reader.uri}") from None
+            closed = run.info.status in CARRIED_STATUSES
+            if not closed or "mesabench.method" not in run.data.tags:
+                raise ConfigError(f"export: run {run_id} is {run.info.status} or no run of "
+                                  "a method (a sweep's parent?): only closed runs travel")
+            runs.append(run)
+        return runs
+    runs = []
+    for name in benchmarks or benchmarks_in_store(reader):
+        experiment = reader.experiment_id(name)
+        if experiment is None:
+            raise ConfigError(f"export: no runs of benchmark {name!r} in {reader.uri}")
+        token = None
+        while True:
+            page = client.search_runs([experiment], max_results=5000, page_token=token)
+            runs += [r for r in page if r.info.status in CARRIED_STATUSES
+                     and "mesabench.method" in r.data.tags
+                     and (not methods or r.data.tags["mesabench.method"] in methods)]  # fmt: skip
+            token = page.token
+            if not token:
+                break
+    return runs

@@ -1,0 +1,172 @@
+"""Bundles: runs exported from one store and imported into another (a real SQLite store,
+the command line in-process), the boards they give, and every bad input refused."""
+
+from __future__ import annotations
+
+import copy
+import gzip
+import hashlib
+import json
+import os
+import re
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pytest
+import torch
+from mlflow.tracking import MlflowClient
+
+from benchmarks.cli.main import main
+from benchmarks.store.bundles import VERSION, checksum
+from tests.helpers import TINY, stored_runs
+
+BENCHMARK = "sinusoid-5shot"
+
+
+@pytest.fixture(scope="module")
+def source(tmp_path_factory, _store_template) -> str:
+    """A store with three closed runs, trained once for the module: fomaml seeds 0 and 1,
+    maml seed 0 (read only by the tests; each copies it where it writes)."""
+    db = tmp_path_factory.mktemp("source") / "mlflow.db"
+    shutil.copyfile(_store_template, db)
+    uri = f"sqlite:///{db}"
+    for method, seed in (("fomaml", "0"), ("fomaml", "1"), ("maml", "0")):
+        assert main(["run", "--method", method, "--seed", seed, *TINY, "--tracking-uri", uri]) == 0
+    with sqlite3.connect(db) as connection:
+        connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    return uri
+
+
+def _board(uri: str, capsys) -> list:
+    capsys.readouterr()
+    assert main(["leaderboard", "--benchmark", BENCHMARK, "--format", "json",
+                 "--tracking-uri", uri]) == 0  # fmt: skip
+    return json.loads(capsys.readouterr().out)
+
+
+def _without_ids(boards: list) -> list:
+    """Boards with the fields that name runs of one store (or say where they came from)
+    taken out: what must be equal between a store and a copy made by export and import."""
+    boards = copy.deepcopy(boards)
+    for board in boards:
+        for row in board["rows"]:
+            row["run_ids"] = len(row["run_ids"])
+            row["config"] = re.sub(r"(; )?imported: .*$", "", row["config"])
+            row.pop("imported")
+    return boards
+
+
+def test_a_round_trip_gives_the_same_board_and_imports_each_run_once(source, new_store,
+                                                                     tmp_path, capsys):  # fmt: skip
+    bundle = tmp_path / "runs.mesabundle"
+    assert main(["export", str(bundle), "--tracking-uri", source]) == 0
+    again = tmp_path / "again.mesabundle"
+    assert main(["export", str(again), "--tracking-uri", source]) == 0
+    assert bundle.read_bytes() == again.read_bytes()  # the same runs, the same bytes
+    target = new_store("target")
+    assert main(["import", str(bundle), "--tracking-uri", target]) == 0
+    assert "imported 3 run(s)" in capsys.readouterr().out
+    assert main(["import", str(bundle), "--tracking-uri", target]) == 0  # idempotent
+    assert "imported 0 run(s)" in capsys.readouterr().out
+    assert len(stored_runs(target)) == 3
+    theirs, ours = _board(source, capsys), _board(target, capsys)
+    assert _without_ids(ours) == _without_ids(theirs)
+    # Imported rows say so on the board, and each run keeps its provenance.
+    rows = [row for board in ours for row in board["rows"]]
+    assert rows and all(row["imported"] and "imported: " in row["config"] for row in rows)
+    digest = hashlib.sha256(bundle.read_bytes()).hexdigest()
+    sources = {r.info.run_id for r in stored_runs(source)}
+    for run in stored_runs(target):
+        tags = run.data.tags
+        assert tags["mesabench.imported_from"] == "runs.mesabundle"
+        assert tags["mesabench.bundle_digest"] == digest
+        assert tags["mesabench.source_run"] in sources
+        assert run.info.status == "FINISHED"
+        # Where its numbers were made travels with it.
+        assert tags["mesabench.torch_version"] == torch.__version__
+        assert tags["mesabench.machine"].endswith(f"{os.cpu_count()} CPU cores")
+        # The resolved plan travels: the run can be read as any other.
+        client = MlflowClient(target)
+        plan = json.loads(Path(client.download_artifacts(run.info.run_id, "config.json",
+                                                         str(tmp_path))).read_text())  # fmt: skip
+        assert plan["method_name"] == tags["mesabench.method"]
+    # Back into the store it came from: nothing is added (its runs are its own).
+    own = tmp_path / "own" / "mlflow.db"
+    own.parent.mkdir()
+    shutil.copyfile(Path(source.removeprefix("sqlite:///")), own)
+    assert main(["import", str(bundle), "--tracking-uri", f"sqlite:///{own}"]) == 0
+    assert "imported 0 run(s)" in capsys.readouterr().out
+
+
+def test_an_export_chooses_by_method_and_run_id_and_keeps_histories_on_request(
+    source, new_store, tmp_path, capsys
+):
+    (maml,) = [r for r in stored_runs(source) if r.data.tags["mesabench.method"] == "maml"]
+    chosen = tmp_path / "maml.mesabundle"
+    assert main(["export", str(chosen), "--method", "maml", "--histories",
+                 "--tracking-uri", source]) == 0  # fmt: skip
+    by_id = tmp_path / "by-id.mesabundle"
+    assert main(["export", str(by_id), "--run-id", maml.info.run_id, "--histories",
+                 "--tracking-uri", source]) == 0  # fmt: skip
+    assert chosen.read_bytes() == by_id.read_bytes()
+    (run,) = json.loads(gzip.decompress(chosen.read_bytes()))["runs"]
+    assert run["source_run"] == maml.info.run_id and run["histories"]
+    target = new_store("target")
+    assert main(["import", str(chosen), "--tracking-uri", target]) == 0
+    (imported,) = stored_runs(target)
+    logged = [k for k in maml.data.metrics if not k.startswith("final/")]
+    assert logged
+    for key in logged:  # every history, step by step
+        there, here = (MlflowClient(uri).get_metric_history(run.info.run_id, key)
+                       for uri, run in ((source, maml), (target, imported)))  # fmt: skip
+        assert [(m.step, m.value) for m in here] == [(m.step, m.value) for m in there]
+
+
+def _rewrite(bundle: Path, change) -> Path:
+    document = json.loads(gzip.decompress(bundle.read_bytes()))
+    change(document)
+    out = bundle.with_name("changed.mesabundle")
+    out.write_bytes(gzip.compress(json.dumps(document).encode()))
+    return out
+
+
+def _tamper(document):
+    document["runs"][0]["metrics"]["final/test_loss"] = 0.0001
+
+
+def _newer(document):
+    document["version"] = VERSION + 1
+
+
+def _unknown_method(document):
+    run = document["runs"][0]
+    run["tags"]["mesabench.method"] = "no_such_method"
+    run["checksum"] = checksum(run)  # a well-made bundle of a method not installed here
+
+
+@pytest.mark.parametrize("change, words", [
+    (_tamper, "fails its checksum"),
+    (_newer, f"reads up to version {VERSION}: upgrade mesabench"),
+    (_unknown_method, "unknown method 'no_such_method'"),
+])  # fmt: skip
+def test_a_bad_bundle_is_refused_in_one_line_and_nothing_is_imported(
+    source, new_store, tmp_path, capsys, change, words
+):
+    bundle = tmp_path / "runs.mesabundle"
+    assert main(["export", str(bundle), "--tracking-uri", source]) == 0
+    bad = _rewrite(bundle, change)
+    target = new_store("target")
+    capsys.readouterr()
+    assert main(["import", str(bad), "--tracking-uri", target]) == 2
+    err = capsys.readouterr().err
+    assert words in err and len(err.strip().splitlines()) == 1, err
+    assert stored_runs(target) == []
+
+
+def test_an_export_to_an_unwritable_path_is_refused_in_one_line(source, tmp_path, capsys):
+    assert main(["export", str(tmp_path / "no" / "such" / "b.mesabundle"),
+                 "--tracking-uri", source]) == 2  # fmt: skip
+    err = capsys.readouterr().err
+    assert "export: cannot write" in err and len(err.strip().splitlines()) == 1
+    assert not list(tmp_path.glob("**/.*.partial"))  # nothing half-written left behind
