@@ -166,6 +166,20 @@ def test_leaderboard_aggregate_end_to_end_on_a_store(tmp_path, capsys):
                  "markdown", "--tracking-uri", store]) == 0  # fmt: skip
     text = capsys.readouterr().out
     assert "IQM [95% CI, stratified bootstrap]" in text and "0 = 1.66667" in text
+    # latex: the best IQM in bold, and fomaml too unless the best is surely better than it
+    assert main(["leaderboard", "--aggregate", "sinusoid-5shot,linreg-icl", "--format",
+                 "latex", "--tracking-uri", store]) == 0  # fmt: skip
+    tex = capsys.readouterr().out
+    best = max(rows, key=lambda m: rows[m]["iqm"]["value"])
+    other = ({"maml", "fomaml"} - {best}).pop()
+    lines = {line.split(" & ")[0]: line for line in tex.splitlines() if " & " in line}
+    iqm = rows[best]["iqm"]
+    assert f"\\textbf{{{iqm['value']:.3f} [{iqm['ci95_low']:.3f}, {iqm['ci95_high']:.3f}]}}" \
+        in lines[best]
+    surely_better = next(p for p in data["probability_of_improvement"]
+                         if (p["x"], p["y"]) == (best, other))["ci95_low"] > 0.5  # fmt: skip
+    assert ("\\textbf" in lines[other]) != surely_better
+    assert "\\toprule" in tex and "95\\%" in tex
 
 
 def test_aggregate_bad_input_is_one_line_and_exit_2(tmp_path, capsys):

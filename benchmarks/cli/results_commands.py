@@ -199,9 +199,9 @@ def cmd_aggregate(args, console: Console) -> int:
     from benchmarks.results import aggregate as agg
     from benchmarks.store.reader import open_reader
 
-    if args.format not in ("table", "markdown", "json"):
+    if args.format not in ("table", "markdown", "json", "latex"):
         raise ResultsUsageError(
-            f"--format {args.format} with --aggregate: allowed table, markdown, json")
+            f"--format {args.format} with --aggregate: allowed table, markdown, json, latex")
     # Options of a one-benchmark board that an aggregate would silently ignore.
     ignored = [flag for flag, given in (
         ("--metric", args.metric is not None), ("--baseline", args.baseline is not None),
@@ -231,6 +231,10 @@ def cmd_aggregate(args, console: Console) -> int:
         from benchmarks.results.formats import strict_json
 
         text = json.dumps(strict_json(agg.as_json_data(result, anchors)), indent=2) + "\n"
+    elif args.format == "latex":
+        from benchmarks.results.latex import aggregate_as_latex
+
+        text = aggregate_as_latex(result, anchors)
     else:
         text = agg.as_markdown(result, anchors)
     if output is None:

@@ -28,7 +28,7 @@ from benchmarks.results.statistics import CONFIDENCE
 from benchmarks.store.bundles import IMPORTED_FROM_TAG, SOURCE_RUN_TAG
 from mesabench_core import __version__
 
-FORMATS = ("table", "markdown", "csv", "json", "html")
+FORMATS = ("table", "markdown", "csv", "json", "html", "latex")
 #: Version of the JSON layout (docs/leaderboard-json.md).
 JSON_SCHEMA = 3
 
@@ -407,6 +407,10 @@ def render(boards: list[Leaderboard], fmt: str) -> str:
         return as_json(boards) + "\n"
     if fmt == "html":
         return standalone_page("mesabench leaderboard", [as_html_table(b) for b in boards])
+    if fmt == "latex":
+        from benchmarks.results.latex import as_latex
+
+        return "\n".join(as_latex(b) for b in boards)
     raise ValueError(f"format must be one of {', '.join(FORMATS)} (got {fmt!r})")
 
 
