@@ -85,7 +85,8 @@ def test_a_round_trip_gives_the_same_board_and_imports_each_run_once(source, new
         assert run.info.status == "FINISHED"
         # Where its numbers were made travels with it.
         assert tags["mesabench.torch_version"] == torch.__version__
-        assert tags["mesabench.machine"].endswith(f"{os.cpu_count()} CPU cores")
+        assert f"{os.cpu_count()} CPU cores, {torch.get_num_threads()} torch thread" in tags[
+            "mesabench.machine"]
         # The resolved plan travels: the run can be read as any other.
         client = MlflowClient(target)
         plan = json.loads(Path(client.download_artifacts(run.info.run_id, "config.json",
@@ -170,3 +171,44 @@ def test_an_export_to_an_unwritable_path_is_refused_in_one_line(source, tmp_path
     err = capsys.readouterr().err
     assert "export: cannot write" in err and len(err.strip().splitlines()) == 1
     assert not list(tmp_path.glob("**/.*.partial"))  # nothing half-written left behind
+
+
+def test_verify_reruns_sampled_cells_and_records_agreement_or_a_planted_mismatch(
+    source, new_store, tmp_path, capsys
+):
+    bundle = tmp_path / "runs.mesabundle"
+    assert main(["export", str(bundle), "--tracking-uri", source]) == 0
+    target = new_store("target")
+    capsys.readouterr()
+    assert main(["verify", str(bundle), "--cells", "1", "--tracking-uri", target]) == 2
+    assert "import the bundle first" in capsys.readouterr().err  # nothing to verify yet
+    assert main(["import", str(bundle), "--tracking-uri", target]) == 0
+    for cells in ("0", "4"):  # 3 finished runs in the bundle
+        assert main(["verify", str(bundle), "--cells", cells, "--tracking-uri", target]) == 2
+        assert "--cells must be 1 to 3" in capsys.readouterr().err
+    assert main(["verify", str(bundle), "--cells", "2", "--seed", "1",
+                 "--tracking-uri", target]) == 0  # fmt: skip
+    assert "2 agree, 0 mismatch" in capsys.readouterr().out
+    verdicts = [r.data.tags.get("mesabench.verified", "") for r in stored_runs(target)]
+    assert sum(v.startswith("identical") for v in verdicts) == 2  # same platform: same bits
+    rows = [row for board in _board(target, capsys) for row in board["rows"]]
+    assert any("verified: 1 re-run(s) agree" in row["config"]
+               or "verified: 2 re-run(s) agree" in row["config"] for row in rows)  # fmt: skip
+    # A bundle that claims a number its cell does not give (well made: checksums hold).
+    planted = _rewrite(bundle, _claim_better)
+    other = new_store("other")
+    assert main(["import", str(planted), "--tracking-uri", other]) == 0
+    capsys.readouterr()
+    assert main(["verify", str(planted), "--cells", "3", "--tracking-uri", other]) == 1
+    assert "2 agree, 1 mismatch" in capsys.readouterr().out
+    (bad,) = [r for r in stored_runs(other)
+              if r.data.tags["mesabench.verified"].startswith("MISMATCH")]  # fmt: skip
+    assert "final/test_loss 0.0001 claimed" in bad.data.tags["mesabench.verified"]
+    rows = [row for board in _board(other, capsys) for row in board["rows"]]
+    assert any("verify: 1 of " in row["config"] and "MISMATCH" in row["config"] for row in rows)
+
+
+def _claim_better(document):
+    run = document["runs"][0]
+    run["metrics"]["final/test_loss"] = 0.0001
+    run["checksum"] = checksum(run)

@@ -50,6 +50,11 @@ class BenchmarkSpec:
     #: Reference points of an aggregate across benchmarks (``catalog.anchors.ScoreAnchors``);
     #: None: the task family's own (regression, few-shot classification), if it has them.
     score_anchors: Any = None
+    #: How far a final metric re-run on another platform (machine, torch version, device)
+    #: may stray, relative, for ``verify`` to count it as agreeing (on the same platform it
+    #: must be identical). Ours, 1%: float reductions differ between platforms, and a short
+    #: run carries the difference to its end.
+    verify_rtol: float = 0.01
     #: The plugin API version a plugin benchmark was written for (``benchmarks.plugin_api``);
     #: the registry refuses a plugin spec without it. Built-ins need none.
     api_version: int | None = None

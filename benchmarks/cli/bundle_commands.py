@@ -29,6 +29,14 @@ def add_commands(sub) -> None:
     imp = sub.add_parser("import", help="add a bundle's runs to a store (each run once)")
     imp.add_argument("bundle", help="the bundle to read")
     imp.add_argument("--tracking-uri", default=None)
+    verify = sub.add_parser(
+        "verify", help="re-run sampled cells of an imported bundle here and record the verdict"
+    )
+    verify.add_argument("bundle", help="a bundle already imported into the store")
+    verify.add_argument("--cells", type=int, required=True, help="how many cells to re-run")
+    verify.add_argument("--seed", type=int, default=0, help="draws the cells (default 0)")
+    verify.add_argument("--data-root", default=None, help="folder with real datasets")
+    verify.add_argument("--tracking-uri", default=None)
 
 
 def cmd_export(args: argparse.Namespace, console: Console) -> int:
@@ -62,8 +70,52 @@ def cmd_import(args: argparse.Namespace, console: Console) -> int:
     tracker = MlflowTracker(args.tracking_uri)  # a store that cannot be written: refused
     done = import_bundle(tracker, bundle)
     console.print(f"imported {len(done.added)} run(s) from {bundle.source} into {tracker.uri}"
-                  f"; {len(done.present)} already there")  # fmt: skip
+                  f"; {len(done.present)} already there", soft_wrap=True)  # fmt: skip
     return 0
+
+
+def cmd_verify(args: argparse.Namespace, console: Console) -> int:
+    """Exit 0 when every re-run cell agrees with its claimed numbers, 1 on a mismatch."""
+    import torch
+
+    from benchmarks.catalog.installed import benchmark_spec
+    from benchmarks.results.verify import (
+        Verdict,
+        compare,
+        imported_copy,
+        rerun,
+        same_platform,
+        sample_cells,
+    )
+    from benchmarks.store.bundles import VERIFIED_TAG, check_installed, read_bundle
+    from benchmarks.store.tracking import MlflowTracker, machine_text
+
+    bundle = read_bundle(Path(args.bundle))
+    check_installed(bundle)
+    chosen = sample_cells(bundle, args.cells, args.seed)
+    tracker = MlflowTracker(args.tracking_uri)
+    copies = {  # all found before anything runs
+        run["source_run"]: imported_copy(
+            tracker.client, tracker.experiment_id(run["benchmark"], create=False),
+            run["source_run"])
+        for run in chosen
+    }  # fmt: skip
+    mismatches = 0
+    for run in chosen:
+        final, device = rerun(run, args.data_root)
+        where = f"{machine_text(device)}, torch {torch.__version__}, {device}"
+        exact = same_platform(run, machine_text(device), torch.__version__)
+        outcome, differ = compare(run["metrics"], final, exact,
+                                  benchmark_spec(run["benchmark"]).verify_rtol)  # fmt: skip
+        verdict = Verdict(run["source_run"], copies[run["source_run"]], outcome, differ)
+        tracker.client.set_tag(verdict.run_id, VERIFIED_TAG, verdict.text(where))
+        mismatches += outcome == "MISMATCH"
+        tags = run["tags"]
+        console.print(f"{tags.get('mesabench.method')} seed {tags.get('mesabench.seed')} "
+                      f"(run {verdict.run_id}): {verdict.text(where)}", soft_wrap=True)  # fmt: skip
+    console.print(f"verified {len(chosen)} cell(s) of {bundle.source}: "
+                  f"{len(chosen) - mismatches} agree, {mismatches} mismatch")  # fmt: skip
+    return 1 if mismatches else 0
 
 
 def _chosen(client, reader, benchmarks: Sequence[str], methods: Sequence[str],

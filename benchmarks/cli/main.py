@@ -454,6 +454,7 @@ COMMANDS = {
     "runs": results_commands.cmd_runs,
     "export": bundle_commands.cmd_export,
     "import": bundle_commands.cmd_import,
+    "verify": bundle_commands.cmd_verify,
 }
 
 

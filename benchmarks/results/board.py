@@ -15,7 +15,7 @@ from typing import Any
 from benchmarks.catalog.references import ReferenceRow
 from benchmarks.planning.config import ConfigError
 from benchmarks.results.statistics import PairedTest, SeedStats, seed_stats
-from benchmarks.store.bundles import IMPORTED_FROM_TAG
+from benchmarks.store.bundles import IMPORTED_FROM_TAG, VERIFIED_TAG
 from benchmarks.store.reader import (
     TUNING_TAG,
 )
@@ -291,7 +291,13 @@ def imported_text(row: LeaderboardRow) -> str:
     if not imported:
         return ""
     sources = ", ".join(sorted({r.tags[IMPORTED_FROM_TAG] for r in imported}))
-    return f"imported: {len(imported)} of {len(row.runs)} runs, from {sources}"
+    text = f"imported: {len(imported)} of {len(row.runs)} runs, from {sources}"
+    verdicts = [r.tags[VERIFIED_TAG] for r in imported if VERIFIED_TAG in r.tags]
+    if verdicts:  # ``verify`` re-ran some of them here
+        failed = sum(v.startswith("MISMATCH") for v in verdicts)
+        text += (f"; verify: {failed} of {len(verdicts)} re-run(s) MISMATCH" if failed
+                 else f"; verified: {len(verdicts)} re-run(s) agree")  # fmt: skip
+    return text
 
 
 def tuned_text(row: LeaderboardRow) -> str:

@@ -38,6 +38,8 @@ IMPORTED_FROM_TAG = "mesabench.imported_from"
 IMPORTED_AT_TAG = "mesabench.imported_at"
 BUNDLE_DIGEST_TAG = "mesabench.bundle_digest"
 SOURCE_RUN_TAG = "mesabench.source_run"
+#: ``verify``'s verdict on an imported run (:mod:`benchmarks.results.verify`).
+VERIFIED_TAG = "mesabench.verified"
 #: Tags about the process that ran a run, or its place in the source store: not carried.
 LOCAL_TAGS = ("mesabench.heartbeat", "mesabench.heartbeat_utc", "mesabench.heartbeat_interval_s",
               "mesabench.host", "mesabench.pid", "mesabench.process_start",

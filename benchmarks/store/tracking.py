@@ -98,10 +98,14 @@ def run_name(plan) -> str:
 
 
 def machine_text(device: str) -> str:
-    """``x86_64 Linux, 2 CPU cores`` (and the GPU's name on a CUDA device)."""
+    """``x86_64 Linux, 2 CPU cores, 1 torch thread`` (and the GPU's name on a CUDA device):
+    what decides whether a re-run gives the same bits (a reduction's order follows the
+    thread count)."""
     import platform
 
-    text = f"{platform.machine()} {platform.system()}, {os.cpu_count()} CPU cores"
+    threads = torch.get_num_threads()
+    text = (f"{platform.machine()} {platform.system()}, {os.cpu_count()} CPU cores, "
+            f"{threads} torch thread{'s' if threads > 1 else ''}")  # fmt: skip
     if str(device).startswith("cuda") and torch.cuda.is_available():
         text += f", {torch.cuda.get_device_name(torch.device(device))}"
     return text
