@@ -241,6 +241,22 @@ def test_a_signal_while_the_run_is_written_still_closes_it_killed(store, capsys,
     assert f"resume with --resume {run.info.run_id}" in capsys.readouterr().err
 
 
+def test_a_lost_run_resumed_to_its_end_no_longer_reads_lost(store, capsys):
+    """A run closed FAILED as lost (its process died), then resumed to FINISHED: its old
+    reason goes, or ``runs`` and the UI would show "FINISHED (lost: ...)"."""
+    from benchmarks.store.lifecycle import mark_lost
+
+    assert main(["run", "--method", "fomaml", *TINY, "--tracking-uri", store]) == 0
+    (run,) = stored_runs(store)
+    client = MlflowClient(store)
+    client.set_terminated(run.info.run_id, status="RUNNING")
+    mark_lost(client, run.info.run_id, "lost: no heartbeat since 12:00")
+    assert client.get_run(run.info.run_id).data.tags["error"].startswith("lost")
+    assert main(["run", "--resume", run.info.run_id, "--tracking-uri", store]) == 0
+    again = client.get_run(run.info.run_id)
+    assert again.info.status == "FINISHED" and "error" not in again.data.tags
+
+
 def test_held_interruptions_act_once_released_and_at_once_when_asked_twice():
     from benchmarks.running.console import InterruptionsHeld
 

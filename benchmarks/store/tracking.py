@@ -291,6 +291,10 @@ class MlflowTracker:
         """Mark the reopened run RUNNING again, record that this process now runs it (its
         liveness is this process's from here on), and start its heartbeat."""
         self.client.update_run(self.run_id, status="RUNNING")
+        # Why it stopped last time no longer describes it (a run resumed to FINISHED would
+        # still read "lost: ..."); a new stop writes its own reason.
+        if "error" in self.client.get_run(self.run_id).data.tags:
+            self.client.delete_tag(self.run_id, "error")
         write_tags(self.client, self.run_id, process_tags())
         self._start_heartbeat()
 
