@@ -4,7 +4,8 @@ What a table and a line are, and how a line is judged: :mod:`benchmarks.publishe
 The tables, by paper: :mod:`benchmarks.published.in_context` (von Oswald et al. 2023 and
 thesis ch. 2), :mod:`benchmarks.published.icl_blog` (the ICLR 2024 blog post),
 :mod:`benchmarks.published.gdssm` (Sushma et al., GD-SSM), :mod:`benchmarks.published.mesa`
-(thesis ch. 3), :mod:`benchmarks.published.meta_learning` (thesis ch. 4, the MAML paper).
+(thesis ch. 3), :mod:`benchmarks.published.meta_learning` (thesis ch. 4),
+:mod:`benchmarks.published.maml` (the MAML paper).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from benchmarks.planning.config import ConfigError
-from benchmarks.published import gdssm, icl_blog, in_context, mesa, meta_learning
+from benchmarks.published import gdssm, icl_blog, in_context, maml, mesa, meta_learning
 from benchmarks.published.claims import (  # noqa: F401  (the tables' vocabulary, re-exported)
     PRESETS,
     Claim,
@@ -26,7 +27,7 @@ from benchmarks.published.claims import (  # noqa: F401  (the tables' vocabulary
 TABLES: dict[str, Table] = {
     table.name: table
     for table in (*in_context.TABLES, *icl_blog.TABLES, *gdssm.TABLES, *mesa.TABLES,
-                  *meta_learning.TABLES)
+                  *meta_learning.TABLES, *maml.TABLES)
 }
 
 

@@ -1,0 +1,42 @@
+"""Finn et al., Model-agnostic meta-learning for fast adaptation of deep networks (ICML
+2017), as a table: MAML on Omniglot, 5- and 20-way 1-shot (table 1), with sparse-MAML held
+to the same numbers."""
+
+from __future__ import annotations
+
+from benchmarks.published.claims import Claim, Table
+
+
+def _maml_omniglot() -> Table:
+    setting = {"omniglot_split": "maml", "rotations": "true"}
+    claims = []
+    # Seconds per meta-iteration on one core: 5-way over 1,000 iterations (RESULTS,
+    # Omniglot), 20-way over 40 (RESULTS, Omniglot 20-way); a run's cost is in proportion.
+    per_iteration = {(5, "maml"): 2.6, (5, "sparse_maml"): 1.3,
+                     (20, "maml"): 7.75, (20, "sparse_maml"): 4.03}  # fmt: skip
+    for ways, value, floor in ((5, 0.987, 0.007), (20, 0.958, 0.008)):
+        budget = {"quick": {"iterations": "300", "val_every": "150", "test_tasks": "200"},
+                  "cpu": {"iterations": "1000" if ways == 5 else "700",
+                          "val_every": "500" if ways == 5 else "350", "queries": "5"},
+                  "paper": {"iterations": "60000"}}  # fmt: skip
+        for method in ("maml", "sparse_maml"):
+            cost = {preset: int(b["iterations"]) * per_iteration[ways, method]
+                    for preset, b in budget.items()}  # fmt: skip
+            claims.append(
+                Claim(f"{method}, Omniglot {ways}-way 1-shot", f"omniglot-{ways}w1s", method,
+                      "final/test_accuracy", setting, budget, target=value,
+                      check="at_least", tolerance=floor, cost_s=cost,
+                      cite="Finn et al. 2017, table 1")
+            )  # fmt: skip
+    return Table(
+        "maml-omniglot",
+        "MAML on Omniglot, 5- and 20-way 1-shot (and sparse-MAML against the same numbers)",
+        "Finn et al., Model-agnostic meta-learning, ICML 2017, table 1",
+        tuple(claims),
+        seeds="0",
+        note="Band: at least 98.0% / 95.0% (the paper's 98.7 / 95.8 less 0.7 / 0.8 points). "
+        "Needs the Omniglot data (MESABENCH_DATA).",
+    )
+
+
+TABLES = (_maml_omniglot(),)
