@@ -55,6 +55,26 @@ def test_tune_refuses_what_it_cannot_do_fairly_in_one_line(tmp_path, capsys):
         [e.experiment_id for e in MlflowClient(store).search_experiments()])  # fmt: skip
 
 
+def test_ctrl_c_while_a_tune_plans_a_round_ends_it_interrupted_and_resumable(
+    store, capsys, monkeypatch
+):
+    """Ctrl-C outside a running sweep (here: while the next round is proposed) ends the tune
+    as one landing inside a sweep does: exit 130, "the same command goes on"; not a bare
+    "interrupted" from the command line's last resort."""
+    from benchmarks.cli.main import main
+    from benchmarks.sweeps import tune
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(tune, "propose", interrupted)
+    capsys.readouterr()
+    assert main(["tune", "--benchmark", "sinusoid-5shot", "--methods", "maml", "--trials", "2",
+                 "--tracking-uri", store]) == 130  # fmt: skip
+    out = capsys.readouterr().out
+    assert "tune interrupted; the same command goes on" in out
+
+
 def test_a_trials_value_is_its_validation_at_the_iteration_it_selected(tmp_path, store):
     from benchmarks.store.tracking import MlflowTracker
     from benchmarks.sweeps.tune import MethodTune

@@ -255,10 +255,17 @@ def run_tune(spec: TuneSpec, tracker, workers: int = 1,
     result = TuneResult(metric, higher, tunes)
     # One pool for every round: with ``warm``, one launcher for all the trials' cells.
     with LocalBackend(workers, warm) as pool:
-        _run_trials(spec, tracker, tunes, result, pool, say)
-        if result.interrupted:
-            return result
-        _run_finals(spec, tracker, tunes, result, pool, say)
+        try:
+            _run_trials(spec, tracker, tunes, result, pool, say)
+            if result.interrupted:
+                return result
+            _run_finals(spec, tracker, tunes, result, pool, say)
+        except KeyboardInterrupt:
+            # Ctrl-C outside a running sweep (between two sweeps' starts, while a trial's
+            # value is read): what finished is in the store, and a started sweep was closed
+            # KILLED; resumable as any interrupted round.
+            result.interrupted = True
+            say("tune interrupted; the same command goes on")
     return result
 
 
