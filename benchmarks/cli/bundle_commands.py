@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -55,7 +56,9 @@ def cmd_export(args: argparse.Namespace, console: Console) -> int:
     runs = _chosen(client, reader, args.benchmark, args.method, args.run_id)
     if not runs:
         raise ConfigError(f"export: no finished, failed or killed runs chosen in {reader.uri}")
-    data = bundle_bytes((run_body(client, run, args.histories) for run in runs), __version__)
+    with tempfile.TemporaryDirectory() as scratch:
+        data = bundle_bytes([run_body(client, run, args.histories, Path(scratch))
+                             for run in runs], __version__)  # fmt: skip
     write_bundle(output, data)
     console.print(f"exported {len(runs)} run(s) to {output} ({len(data) / 1024:.1f} KiB)")
     return 0

@@ -78,10 +78,9 @@ class Bundle:
 
 
 # -- writing -------------------------------------------------------------------------------
-def run_body(client, run, histories: bool) -> dict[str, Any]:
-    """One stored run as a bundle holds it (``run``: an MLflow run)."""
-    import tempfile
-
+def run_body(client, run, histories: bool, scratch: Path) -> dict[str, Any]:
+    """One stored run as a bundle holds it (``run``: an MLflow run; ``scratch``: a folder
+    for the artifacts it carries, read back at once)."""
     info, data = run.info, run.data
     tags = {k: v for k, v in data.tags.items() if k not in LOCAL_TAGS}
     body: dict[str, Any] = {
@@ -99,8 +98,9 @@ def run_body(client, run, histories: bool) -> dict[str, Any]:
     listed = {item.path for item in client.list_artifacts(info.run_id)}
     for path in CARRIED_ARTIFACTS:
         if path in listed:
-            local = client.download_artifacts(info.run_id, path, tempfile.mkdtemp())
-            body["artifacts"][path] = Path(local).read_text()
+            local = Path(client.download_artifacts(info.run_id, path, str(scratch)))
+            body["artifacts"][path] = local.read_text()
+            local.unlink()
     if histories:
         body["histories"] = {
             key: [[m.step, m.timestamp, _number(m.value)]
