@@ -170,6 +170,10 @@ def test_an_export_to_an_unwritable_path_is_refused_in_one_line(source, tmp_path
                  "--tracking-uri", source]) == 2  # fmt: skip
     err = capsys.readouterr().err
     assert "export: cannot write" in err and len(err.strip().splitlines()) == 1
+    assert main(["export", str(tmp_path / "b.mesabundle"), "--method", "mamll",
+                 "--tracking-uri", source]) == 2  # fmt: skip
+    err = capsys.readouterr().err
+    assert "method 'mamll'" in err and "fomaml, maml" in err and len(err.strip().splitlines()) == 1
     assert not list(tmp_path.glob("**/.*.partial"))  # nothing half-written left behind
 
 
@@ -212,3 +216,25 @@ def _claim_better(document):
     run = document["runs"][0]
     run["metrics"]["final/test_loss"] = 0.0001
     run["checksum"] = checksum(run)
+
+
+def test_an_import_cut_short_and_since_closed_as_lost_is_replaced(source, new_store, tmp_path,
+                                                                  capsys):  # fmt: skip
+    """Its copy was left RUNNING, then ``runs --stale --mark-failed`` closed it FAILED:
+    the next import replaces it, and each cell is FINISHED once."""
+    from benchmarks.store.lifecycle import mark_lost
+
+    bundle = tmp_path / "runs.mesabundle"
+    assert main(["export", str(bundle), "--tracking-uri", source]) == 0
+    target = new_store("target")
+    assert main(["import", str(bundle), "--tracking-uri", target]) == 0
+    cut = stored_runs(target)[0].info.run_id
+    client = MlflowClient(target)
+    client.set_terminated(cut, status="RUNNING")
+    mark_lost(client, cut, "lost: no heartbeat since 12:00")
+    capsys.readouterr()
+    assert main(["import", str(bundle), "--tracking-uri", target]) == 0
+    assert "imported 1 run(s)" in capsys.readouterr().out
+    runs = stored_runs(target)
+    assert len(runs) == 3 and cut not in {r.info.run_id for r in runs}
+    assert {r.info.status for r in runs} == {"FINISHED"}

@@ -141,7 +141,7 @@ def _chosen(client, reader, benchmarks: Sequence[str], methods: Sequence[str],
                                   "a method (a sweep's parent?): only closed runs travel")
             runs.append(run)
         return runs
-    runs = []
+    closed = []
     for name in benchmarks or benchmarks_in_store(reader):
         experiment = reader.experiment_id(name)
         if experiment is None:
@@ -149,10 +149,15 @@ def _chosen(client, reader, benchmarks: Sequence[str], methods: Sequence[str],
         token = None
         while True:
             page = client.search_runs([experiment], max_results=5000, page_token=token)
-            runs += [r for r in page if r.info.status in CARRIED_STATUSES
-                     and "mesabench.method" in r.data.tags
-                     and (not methods or r.data.tags["mesabench.method"] in methods)]  # fmt: skip
+            closed += [r for r in page if r.info.status in CARRIED_STATUSES
+                       and "mesabench.method" in r.data.tags]  # fmt: skip
             token = page.token
             if not token:
                 break
-    return runs
+    held = {r.data.tags["mesabench.method"] for r in closed}
+    missing = [m for m in methods if m not in held]
+    if missing:  # a misspelt name would otherwise be left out in silence
+        there = ", ".join(sorted(held)) or "none"
+        raise ConfigError(f"export: no closed runs of method {missing[0]!r} in the chosen "
+                          f"benchmarks (they hold: {there})")
+    return [r for r in closed if not methods or r.data.tags["mesabench.method"] in methods]

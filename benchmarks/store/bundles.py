@@ -16,6 +16,8 @@ that its methods and benchmarks are installed here.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import gzip
 import hashlib
 import io
@@ -29,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.planning.config import ConfigError
+from benchmarks.store.reader import sqlite_path
 
 FORMAT = "mesabench-bundle"
 VERSION = 1
@@ -53,10 +56,6 @@ CARRIED_STATUSES = ("FINISHED", "FAILED", "KILLED")
 def _number(value: float) -> float | str:
     """JSON has no NaN or infinity: a diverged metric is written as a string."""
     return value if math.isfinite(value) else repr(float(value))
-
-
-def _float(value: float | str) -> float:
-    return float(value)
 
 
 def canonical(body: Any) -> bytes:
@@ -191,32 +190,54 @@ class Imported:
     present: list[str] = field(default_factory=list)
 
 
-def _present(client, experiment: str, source_run: str, every) -> tuple[bool, list[str]]:
-    """Whether the store holds ``source_run`` whole (itself, or imported and closed), and
-    the ids of half-imported copies (an import cut short: still RUNNING) to replace."""
+def _present(client, experiment: str, run: dict[str, Any]) -> tuple[bool, list[str]]:
+    """Whether the store holds the bundle's ``run`` whole (the run itself, or a copy
+    imported and closed as the bundle has it), and the ids of other copies to replace: an
+    import cut short leaves its copy RUNNING, and ``runs --stale --mark-failed`` may since
+    have closed it FAILED as lost."""
+    source = run["source_run"]
     try:
-        if client.get_run(source_run).info.experiment_id == experiment:
+        if client.get_run(source).info.experiment_id == experiment:
             return True, []
     except Exception:  # not in this store
         pass
-    copies = client.search_runs([experiment], f"tags.`{SOURCE_RUN_TAG}` = '{source_run}'",
-                                run_view_type=every, max_results=100)  # fmt: skip
-    active = [r for r in copies if r.info.lifecycle_stage == "active"]
-    return (any(r.info.status != "RUNNING" for r in active),
-            [r.info.run_id for r in active if r.info.status == "RUNNING"])  # fmt: skip
+    copies = client.search_runs([experiment], f"tags.`{SOURCE_RUN_TAG}` = '{source}'",
+                                max_results=100)  # fmt: skip
+    whole = [c for c in copies if c.info.status == run["status"]
+             and c.data.tags.get("error") == run["tags"].get("error")]  # fmt: skip
+    return bool(whole), [c.info.run_id for c in copies if c not in whole]
+
+
+@contextlib.contextmanager
+def _one_import_at_a_time(tracker):
+    """Two imports into one SQLite store at once would each find a run missing and add
+    it: they take turns on a lock file beside the store. (A tracking server has no such
+    lock: import into one from one process at a time.)"""
+    db = sqlite_path(tracker.uri)
+    if db is None:
+        yield
+        return
+    with open(db.with_name(db.name + ".import-lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
 
 
 def import_bundle(tracker, bundle: Bundle, now: float | None = None) -> Imported:
     """Add the bundle's runs to ``tracker``'s store (each once); returns what was added."""
-    from mlflow.entities import Param, ViewType
+    with _one_import_at_a_time(tracker):
+        return _import_runs(tracker, bundle, now)
+
+
+def _import_runs(tracker, bundle: Bundle, now: float | None) -> Imported:
+    from mlflow.entities import Param
 
     stamp = datetime.fromtimestamp(time.time() if now is None else now, timezone.utc)
     result = Imported()
     client = tracker.client
     for run in bundle.runs:
         experiment = tracker.experiment_id(run["benchmark"])
-        whole, partial = _present(client, experiment, run["source_run"], ViewType.ALL)
-        for run_id in partial:
+        whole, other = _present(client, experiment, run)
+        for run_id in other:
             client.delete_run(run_id)
         if whole:
             result.present.append(run["source_run"])
@@ -245,6 +266,6 @@ def _metrics(run: dict[str, Any], when: int) -> list:
 
     histories = run.get("histories")
     if histories is None:  # the last values only, at step 0
-        return [Metric(k, _float(v), when, 0) for k, v in run["metrics"].items()]
-    return [Metric(k, _float(value), stamp, step)
+        return [Metric(k, float(v), when, 0) for k, v in run["metrics"].items()]
+    return [Metric(k, float(value), stamp, step)
             for k, points in histories.items() for step, stamp, value in points]  # fmt: skip
