@@ -9,7 +9,7 @@ printed too. The two are measured in alternation, ``--rounds`` times, and the be
 each is kept (on a shared machine, the least disturbed one). Prints samples per second and
 the ratio.
 
-    python bench/lamaml_throughput.py [--tasks 2] [--samples 500] [--rounds 3]
+    python bench/lamaml_throughput.py [--tasks 2] [--samples 500] [--rounds 3] [--device cuda]
 """
 
 from __future__ import annotations
@@ -37,22 +37,22 @@ class TaskAwareMLP(nn.Module):
         return self.mlp(x)
 
 
-def ours(stream, tasks, glances: int) -> float:
+def ours(stream, tasks, glances: int, device: torch.device) -> float:
     torch.manual_seed(0)
-    learner = LookAheadMetaLearner(
-        LaMAMLConfig(glances=glances), stream.problem, torch.device("cpu")
-    )
-    data = [stream.train_task(t, seed=0) for t in range(tasks)]
+    learner = LookAheadMetaLearner(LaMAMLConfig(glances=glances), stream.problem, device)
+    data = [tuple(t.to(device) for t in stream.train_task(t, seed=0)) for t in range(tasks)]
     start = time.perf_counter()
     for t, (x, y) in enumerate(data):
         learner.begin_task(t)
         for i in range(0, len(x), 10):
             learner.observe(x[i : i + 10], y[i : i + 10])
         learner.end_task(t)
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
     return sum(len(x) for x, _ in data) / (time.perf_counter() - start)
 
 
-def avalanche(stream, tasks) -> float:
+def avalanche(stream, tasks, device: torch.device) -> float:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         from avalanche.training.plugins import EvaluationPlugin
@@ -61,7 +61,7 @@ def avalanche(stream, tasks) -> float:
         from methods.peers.avalanche import experience_of
 
         torch.manual_seed(0)
-        model = TaskAwareMLP(stream_network(stream.problem, (100, 100), torch.device("cpu")))
+        model = TaskAwareMLP(stream_network(stream.problem, (100, 100), device))
         strategy = LaMAML(
             model=model,
             optimizer=torch.optim.SGD(model.parameters(), lr=0.1),
@@ -74,13 +74,15 @@ def avalanche(stream, tasks) -> float:
             max_buffer_size=200,
             buffer_mb_size=10,
             train_mb_size=10,
-            device="cpu",
+            device=device,
             evaluator=EvaluationPlugin(loggers=[]),
         )
         experiences = [experience_of(*stream.train_task(t, seed=0)) for t in range(tasks)]
         start = time.perf_counter()
         for experience in experiences:
             strategy.train(experience, shuffle=False, num_workers=0)
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
         elapsed = time.perf_counter() - start
     return sum(len(e.dataset) for e in experiences) / elapsed
 
@@ -90,16 +92,19 @@ def main() -> None:
     parser.add_argument("--tasks", type=int, default=2)
     parser.add_argument("--samples", type=int, default=500)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
     args = parser.parse_args()
+    device = torch.device(args.device)
     stream = StreamConfig(tasks=max(args.tasks, 1), train_per_task=args.samples).build()
     stream.prepare()
     theirs = mine = 0.0
     for _ in range(args.rounds):
-        theirs = max(theirs, avalanche(stream, args.tasks))
-        mine = max(mine, ours(stream, args.tasks, glances=1))
-    mine5 = ours(stream, args.tasks, glances=5)
+        theirs = max(theirs, avalanche(stream, args.tasks, device))
+        mine = max(mine, ours(stream, args.tasks, 1, device))
+    mine5 = ours(stream, args.tasks, 5, device)
+    on = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
     print(
-        f"threads: {torch.get_num_threads()}, {args.tasks} tasks x {args.samples} samples, "
+        f"{on}, threads: {torch.get_num_threads()}, {args.tasks} tasks x {args.samples} samples, "
         f"best of {args.rounds} alternating rounds"
     )
     print(f"avalanche LaMAML (lamaml_v2): {theirs:8.1f} samples/s")

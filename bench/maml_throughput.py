@@ -18,6 +18,10 @@ is timed). learn2learn is optional (``bash bench/install_learn2learn.sh``); with
 column is left out and says why.
 
     python bench/maml_throughput.py [--benchmark sinusoid-5shot] [--repeats 40] [--threads 1]
+                                    [--device cuda]
+
+On a GPU each timed step ends with a synchronisation, and the absolute times are printed
+beside the ratios.
 """
 
 from __future__ import annotations
@@ -45,7 +49,8 @@ def _network(plan, seed: int = 0):
     torch.manual_seed(seed)
     problem = plan.source.problem
     name = network_for(plan.method.network, problem)
-    return build_network(name, problem, plan.method.hidden, plan.method.channels, vmapped=True)
+    net = build_network(name, problem, plan.method.hidden, plan.method.channels, vmapped=True)
+    return net.to(plan.device)
 
 
 def ours(plan, first_order: bool) -> tuple[torch.nn.Module, Step]:
@@ -111,11 +116,17 @@ def check_same_gradient(plan, builders, first_order: bool, batch) -> float:
         torch.set_default_dtype(torch.float64)
         try:
             net, step = build(plan, first_order)
-            step(batch.to("cpu", torch.float64))
+            step(batch.to(plan.device, torch.float64))
             grads.append(torch.cat([p.grad.flatten() for p in net.parameters()]))
         finally:
             torch.set_default_dtype(torch.float32)
     return max((g - grads[0]).abs().max().item() for g in grads)
+
+
+def where(device: torch.device, threads: int) -> str:
+    if device.type == "cuda":
+        return f"{torch.cuda.get_device_name(device)}"
+    return f"CPU, {threads} thread(s)"
 
 
 def main() -> None:
@@ -125,13 +136,15 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--steps", type=int, default=None, help="default: the benchmark's")
+    parser.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     overrides = {} if args.steps is None else {"inner_steps": args.steps}
-    plan = plan_run("maml", args.benchmark, 0, overrides, device="cpu")
+    plan = plan_run("maml", args.benchmark, 0, overrides, device=args.device)
+    device = torch.device(plan.device)
     meta_batch = plan.protocol.meta_batch
     batches = [
-        plan.source.sample(meta_batch, seeded_generator(1, 0, i), "train")
+        plan.source.sample(meta_batch, seeded_generator(1, 0, i, device=device), "train")
         for i in range(args.warmup + args.repeats)
     ]
     builders = {"ours": ours, "learn2learn": learn2learn, "higher": higher_loop}
@@ -139,7 +152,7 @@ def main() -> None:
         del builders["learn2learn"]
         print("learn2learn: not installed (bash bench/install_learn2learn.sh); left out")
     print(
-        f"{args.benchmark}: torch {torch.__version__}, {args.threads} thread(s), meta-batch "
+        f"{args.benchmark}: torch {torch.__version__}, {where(device, args.threads)}, meta-batch "
         f"{meta_batch}, {plan.method.inner_steps} inner steps at rate {plan.method.inner_lr}, "
         f"{args.repeats} timed outer steps each (median), round-robin"
     )
@@ -156,10 +169,15 @@ def main() -> None:
             for name in names[i % len(names) :] + names[: i % len(names)]:  # rotate the order
                 began = time.perf_counter()
                 steps[name](batch)
+                if device.type == "cuda":  # the step's kernels done, not only queued
+                    torch.cuda.synchronize(device)
                 if i >= args.warmup:
                     times[name].append(time.perf_counter() - began)
         rate = {name: meta_batch / statistics.median(t) for name, t in times.items()}
-        line = " | ".join(f"{name} {value:7.0f} tasks/s" for name, value in rate.items())
+        line = " | ".join(
+            f"{name} {value:7.0f} tasks/s ({statistics.median(times[name]) * 1e3:.1f} ms/step)"
+            for name, value in rate.items()
+        )
         ratios = ", ".join(
             f"ours/{name} {rate['ours'] / rate[name]:.1f}x" for name in rate if name != "ours"
         )

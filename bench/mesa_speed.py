@@ -10,6 +10,7 @@ carried between tokens is measured at growing T (recurrent: constant) beside the
 training form's intermediates.
 
     python bench/mesa_speed.py [--length 256] [--batch 64] [--dim 10] [--chunk 16] [--rounds 5]
+                               [--device cuda]
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from methods.layers.mesa import MesaState, mesa_chunked, mesa_parallel
 
 def per_step_solve(keys, values, queries, lam):
     batch, steps, d = keys.shape
-    eye = torch.eye(d, dtype=keys.dtype)
+    eye = torch.eye(d, dtype=keys.dtype, device=keys.device)
     gram = eye / lam.view(-1, 1, 1)
     memory = keys.new_zeros(batch, values.shape[-1], d)
     outputs = []
@@ -47,6 +48,8 @@ def best_time(fn, args, rounds: int) -> float:
     for _ in range(rounds):
         start = time.perf_counter()
         fn(*args)
+        if args[0].is_cuda:  # the kernels done, not only queued
+            torch.cuda.synchronize(args[0].device)
         times.append(time.perf_counter() - start)
     return min(times)
 
@@ -58,11 +61,13 @@ def main() -> None:
     parser.add_argument("--dim", type=int, default=10)
     parser.add_argument("--chunk", type=int, default=16)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
     args = parser.parse_args()
     torch.manual_seed(0)
-    b, t, d = args.batch, args.length, args.dim
-    keys, values, queries = (torch.randn(b, t, d, dtype=torch.float64) for _ in range(3))
-    lam = torch.full((b,), 1.0, dtype=torch.float64)
+    b, t, d, on = args.batch, args.length, args.dim, torch.device(args.device)
+    f64 = {"dtype": torch.float64, "device": on}
+    keys, values, queries = (torch.randn(b, t, d, **f64) for _ in range(3))
+    lam = torch.full((b,), 1.0, **f64)
     data = (keys, values, queries, lam)
     chunked = (*data, args.chunk)
     reference = per_step_solve(*data)
@@ -74,7 +79,9 @@ def main() -> None:
         ours.append(best_time(recurrent, data, 1))
         blocks.append(best_time(mesa_chunked, chunked, 1))
         peer.append(best_time(per_step_solve, data, 1))
-    print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, B={b} T={t} d={d}")
+    name = torch.cuda.get_device_name(on) if on.type == "cuda" else "CPU"
+    print(f"torch {torch.__version__}, {name}, threads {torch.get_num_threads()}, B={b} T={t} "
+          f"d={d}")  # fmt: skip
     print(f"per-step linear solve              {min(peer) * 1e3:8.1f} ms")
     for label, times in (
         ("ours, Sherman-Morrison per token", ours),
@@ -86,7 +93,7 @@ def main() -> None:
     print("state carried between tokens (recurrent) vs parallel-form intermediates:")
     for length in (256, 1024, 4096):
         state = MesaState(lam, d, d, keys)
-        x = torch.randn(b, d, dtype=torch.float64)
+        x = torch.randn(b, d, **f64)
         for _ in range(length):
             state.step(x, x, x)
         parallel = b * length * (d * d + length) * 8  # cumulative k k^T, T x T scores; f64

@@ -17,6 +17,7 @@ from benchmarks.catalog.references import ReferenceRow
 from benchmarks.catalog.specs import BenchmarkSpec
 from benchmarks.metrics.catalog import declare_metric
 from benchmarks.protocols import ContinualConfig, EpisodicConfig, OnlineConfig
+from benchmarks.protocols.base import ExecutionSettings
 from mesabench_core import ConfigError, param
 from mesabench_datasets.data_root import DataNotFoundError, DatasetFormatError, find_file
 from mesabench_datasets.tasks import Problem, TaskBatch, TaskSource, seeded_generator
@@ -33,6 +34,7 @@ from methods.api import (
     OnlineMethod,
     Space,
 )
+from methods.common.device_guard import DeviceGuard, DeviceLeak, host_read
 from methods.common.losses import per_task_accuracy, per_task_loss, task_loss
 from methods.common.networks import build_network, check_network
 from methods.continual.replay import ReservoirBuffer
@@ -56,8 +58,11 @@ __all__ = [
     "ContinualMethod",
     "DataNotFoundError",
     "DatasetFormatError",
+    "DeviceGuard",
+    "DeviceLeak",
     "EpisodicConfig",
     "EpisodicMethod",
+    "ExecutionSettings",
     "FixedRate",
     "FloatRange",
     "GradientModulation",
@@ -80,6 +85,7 @@ __all__ = [
     "check_network",
     "declare_metric",
     "find_file",
+    "host_read",
     "param",
     "per_task_accuracy",
     "per_task_loss",

@@ -15,6 +15,17 @@ UNSCORED = -100
 Split = Literal["train", "val", "test"]
 
 
+def to_device(t: Tensor, device: torch.device | str) -> Tensor:
+    """``t`` on ``device``. From the host to a GPU through pinned memory and without waiting
+    for the copy: the device works on the previous step meanwhile (torch keeps the pinned
+    block until the copy is done)."""
+    device = torch.device(device)
+    if device.type == "cuda" and t.device.type == "cpu":
+        # Pinning needs memory of its own: a broadcast view (an expanded tensor) is copied.
+        return t.contiguous().pin_memory().to(device, non_blocking=True)
+    return t.to(device)
+
+
 @dataclass(frozen=True)
 class TaskBatch:
     """``T`` tasks, each with a support set (for adaptation) and a query set (for scoring).
@@ -38,8 +49,8 @@ class TaskBatch:
 
         def moved(t: Tensor) -> Tensor:
             if dtype is not None and t.is_floating_point():
-                return t.to(device, dtype)
-            return t.to(device)
+                return to_device(t, device).to(dtype)
+            return to_device(t, device)
 
         return TaskBatch(*(moved(t) for t in self))
 

@@ -97,6 +97,12 @@ class Method(ABC):
     #: The plugin API version a plugin was written for (``benchmarks.plugin_api``), as a
     #: literal; the registry refuses a plugin method without it. Built-ins need none.
     api_version: ClassVar[int | None] = None
+    #: Precisions the method runs at (``precision``): bf16 autocast suits networks trained
+    #: in float32; an algorithm computed in float64 (the reference solvers) stays fp32.
+    precisions: ClassVar[frozenset[str]] = frozenset({"fp32", "bf16"})
+    #: Whether ``compile`` may compile the method's networks (a method opts in once its
+    #: step is known to trace: functional inner loops, peers' own loops may not).
+    compilable: ClassVar[bool] = False
     #: Training steps the run will take (episodic: outer iterations; continual: batches of
     #: the stream; online: stream steps), set by the protocol before the first training
     #: call, e.g. for learning-rate schedules. 0 until then.
@@ -125,6 +131,14 @@ class Method(ABC):
         network that does not fit its inputs, say). Called with the resolved config before
         anything is recorded; the default accepts every config."""
         return None
+
+    def compile(self, backend: str) -> None:
+        """Compile the method's networks in place (``nn.Module.compile``: state-dict keys
+        unchanged, so checkpoints and saved learners stay interchangeable). Called before
+        the first step when a run asks for ``compile``; only where ``compilable``."""
+        for value in vars(self).values():
+            if isinstance(value, torch.nn.Module):
+                value.compile(backend=backend)
 
     def sparsity(self) -> dict[str, float]:
         """Fraction of gated-off gradient entries per parameter tensor (empty if none)."""

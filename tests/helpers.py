@@ -254,3 +254,43 @@ def complete_checkpoint(artifacts: Path) -> bool:
         except Exception:
             continue
     return False
+
+
+def benchmark_for(method: str) -> str:
+    """A benchmark the method accepts: a continual stream for continual learners, OSAKA for
+    online ones, else synthetic regression tasks, else sequences."""
+    from benchmarks.planning.config import ConfigError
+    from mesabench_core import IncompatibleSetting
+    from mesabench_datasets.regression import LinRegConfig
+    from methods.registry import METHODS
+
+    entry = METHODS.get(method).value
+    if "continual" in entry.cls.protocols:
+        return "mnist-rotations"
+    if "online" in entry.cls.protocols:
+        return "osaka-omniglot-p0.9"
+    try:
+        entry.cls.check_problem(LinRegConfig().build().problem)
+    except ConfigError:
+        return "lindyn"
+    try:  # a hand-built reference for the natural token sequence only
+        entry.cls.check_config(entry.cls.Config(**entry.defaults), LinRegConfig().build().problem)
+    except IncompatibleSetting:
+        return "linreg-icl-interleaved"
+    return "linreg-icl"
+
+
+def tiny_run(method: str, data: Path) -> tuple[str, list[str], str]:
+    """``(benchmark, settings, final metric)`` of a run of ``method`` of a second or two:
+    the benchmark :func:`benchmark_for` picks, tiny settings, generated image fixtures
+    written under ``data`` where the benchmark needs them."""
+    from tests.image_fixtures import write_mnist, write_omniglot
+
+    benchmark = benchmark_for(method)
+    if benchmark == "mnist-rotations":
+        root = write_mnist(data).parent
+        return benchmark, [*CONTINUAL_TINY, "--data-root", str(root)], "final/ra"
+    if benchmark == "osaka-omniglot-p0.9":
+        write_omniglot(data), write_mnist(data, "mnist"), write_mnist(data, "fashion_mnist")
+        return benchmark, [*OSAKA_TINY, "--data-root", str(data)], "final/cumulative_accuracy"
+    return benchmark, [*TINY, "--set", "eval_chunk=50"], "final/test_loss"

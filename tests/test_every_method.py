@@ -10,55 +10,25 @@ from mlflow.tracking import MlflowClient
 import methods  # noqa: F401  (registers the built-ins)
 from benchmarks.cli.main import main
 from benchmarks.metrics.catalog import describe, is_declared
+from methods.common.device_guard import DeviceGuard
 from methods.registry import METHODS
-from tests.helpers import CONTINUAL_TINY, OSAKA_TINY, TINY
-from tests.image_fixtures import write_mnist, write_omniglot
+from tests.helpers import tiny_run
 
 BUILT_INS = sorted(e.name for e in METHODS if e.source == "built-in")
 
 
-def _benchmark_for(method: str) -> str:
-    """A benchmark the method accepts: a continual stream for continual learners, else
-    synthetic regression tasks, else sequences."""
-    from benchmarks.planning.config import ConfigError
-    from mesabench_core import IncompatibleSetting
-    from mesabench_datasets.regression import LinRegConfig
-
-    protocols = METHODS.get(method).value.cls.protocols
-    if "continual" in protocols:
-        return "mnist-rotations"
-    if "online" in protocols:
-        return "osaka-omniglot-p0.9"
-    entry = METHODS.get(method).value
-    try:
-        entry.cls.check_problem(LinRegConfig().build().problem)
-    except ConfigError:
-        return "lindyn"
-    try:  # a hand-built reference for the natural token sequence only
-        entry.cls.check_config(entry.cls.Config(**entry.defaults), LinRegConfig().build().problem)
-    except IncompatibleSetting:
-        return "linreg-icl-interleaved"
-    return "linreg-icl"
-
-
 @pytest.mark.parametrize("method", BUILT_INS)
 def test_registered_method_runs_end_to_end(method, store, tmp_path):
-    benchmark = _benchmark_for(method)
-    if benchmark == "mnist-rotations":
-        settings = [*CONTINUAL_TINY, "--data-root", str(write_mnist(tmp_path / "data").parent)]
-        final_metric = "final/ra"
-    elif benchmark == "osaka-omniglot-p0.9":
-        root = tmp_path / "data"
-        write_omniglot(root), write_mnist(root, "mnist"), write_mnist(root, "fashion_mnist")
-        settings = [*OSAKA_TINY, "--data-root", str(root)]
-        final_metric = "final/cumulative_accuracy"
-    else:
-        settings = [*TINY, "--set", "eval_chunk=50"]
-        final_metric = "final/test_loss"
-    code = main(
-        ["run", "--method", method, "--benchmark", benchmark, *settings, "--tracking-uri", store]
-    )
+    benchmark, settings, final_metric = tiny_run(method, tmp_path / "data")
+    # Under the device guard: a tensor made without its device, a move off the run's
+    # device or a synchronisation that stalls a training step fails here, on the CPU.
+    with DeviceGuard("cpu") as guard:
+        code = main(
+            ["run", "--method", method, "--benchmark", benchmark, *settings,
+             "--tracking-uri", store, "--device", "cpu"]
+        )  # fmt: skip
     assert code == 0
+    guard.check()
     client = MlflowClient(store)
     (run,) = client.search_runs([client.get_experiment_by_name(benchmark).experiment_id])
     assert run.info.status == "FINISHED" and run.data.tags["mesabench.method"] == method

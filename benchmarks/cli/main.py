@@ -69,6 +69,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--preset", default=None, help="a named override set of the benchmark")
     run.add_argument("--tracking-uri", default=None, help="MLflow tracking URI")
     run.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
+    run.add_argument("--precision", choices=("fp32", "bf16"), default=None,
+                     help="bf16: forward passes under autocast (the setting 'precision')")
+    run.add_argument("--compile", choices=("off", "inductor", "eager"), default=None,
+                     help="torch.compile the method's step (the setting 'compile')")
     run.add_argument("--resume", metavar="RUN_ID", help="continue a killed run")
     run.add_argument(
         "--data-root", default=None, help="folder with real datasets (else $MESABENCH_DATA)"
@@ -273,9 +277,13 @@ def cmd_show(args, console: Console) -> int:
 def cmd_run(args, console: Console) -> int:
     from benchmarks.running.service import RunRequest, run_command
 
+    settings = parse_overrides(args.overrides)
+    for name in ("precision", "compile"):  # shortcuts for --set NAME=VALUE
+        if getattr(args, name) is not None:
+            settings[name] = getattr(args, name)
     request = RunRequest(
         method=args.method, benchmark=args.benchmark, seed=args.seed,
-        settings=parse_overrides(args.overrides), preset=args.preset, device=args.device,
+        settings=settings, preset=args.preset, device=args.device,
         tracking_uri=args.tracking_uri, data_root=args.data_root, parent=args.parent,
         exclusive=args.exclusive, system_metrics=args.system_metrics, resume=args.resume,
         tuning=args.tuning,

@@ -108,12 +108,29 @@ def resolve_device(device: str) -> str:
     if device == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
     try:
-        torch.device(device)
+        parsed = torch.device(device)
     except RuntimeError:
-        raise ConfigError(f"device must be auto, cpu, cuda or cuda:N (got {device!r})") from None
-    if device.startswith("cuda") and not torch.cuda.is_available():
+        parsed = None
+    if parsed is None or parsed.type not in ("cpu", "cuda"):
+        raise ConfigError(f"device must be auto, cpu, cuda or cuda:N (got {device!r})")
+    if parsed.type == "cuda" and not torch.cuda.is_available():
         raise ConfigError(f"device {device!r} requested but no CUDA device is available")
+    if parsed.index is not None and parsed.index >= torch.cuda.device_count():
+        raise ConfigError(f"device {device!r}: this machine has CUDA devices 0 to "
+                          f"{torch.cuda.device_count() - 1}")  # fmt: skip
     return device
+
+
+def check_execution(method: str, cls: type, protocol: Any) -> None:
+    """Refuse a precision or compilation the method does not take, in one line."""
+    precision = getattr(protocol, "precision", "fp32")
+    if precision not in cls.precisions:
+        allowed = ", ".join(sorted(cls.precisions))
+        raise ConfigError(f"precision: method {method!r} runs at {allowed} only (got "
+                          f"{precision!r}: it computes in float64)")  # fmt: skip
+    if getattr(protocol, "compile", "off") != "off" and not cls.compilable:
+        raise ConfigError(f"compile: method {method!r} does not support torch.compile; "
+                          "allowed: off")  # fmt: skip
 
 
 def plan_run(
@@ -158,6 +175,7 @@ def plan_run(
         entry.cls.check_config(resolved["method"], problem)
     except IncompatibleSetting as err:
         raise ConfigError(str(err)) from None
+    check_execution(method, entry.cls, resolved["protocol"])
     plan = RunPlan(
         method_name=method,
         benchmark=benchmark,

@@ -36,13 +36,14 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 import torch
 
 from benchmarks.metrics.catalog import declare_metric
 from benchmarks.protocols.recording import Recorder
+from mesabench_core import param
 from methods.api import Method
 
 log = logging.getLogger("mesabench")
@@ -87,6 +88,39 @@ def protocol_for(config: Any) -> type[Protocol]:
                 return protocol
     known = ", ".join(f"{p.Config.__name__} ({n})" for n, p in PROTOCOLS.items() if p.Config)
     raise TypeError(f"no protocol takes a {type(config).__name__} config (known: {known})")
+
+
+@dataclass(frozen=True)
+class ExecutionSettings:
+    """How a run computes, shared by every protocol's config: recorded in the plan and part
+    of its identity where set (bf16 and a compiled step give other numbers than float32)."""
+
+    precision: Literal["fp32", "bf16"] = param(
+        "fp32", added="0.3",
+        help="fp32, or bf16: the method's forward passes under torch.autocast (on the CPU "
+        "too), where the method allows it")  # fmt: skip
+    compile: Literal["off", "inductor", "eager"] = param(
+        "off", added="0.3",
+        help="torch.compile the method's networks: inductor (fused kernels), or eager (traced "
+        "by dynamo and run as written: a check that the step compiles, at no gain)")  # fmt: skip
+
+
+@contextmanager
+def executing(settings: Any, method: Method, device: torch.device) -> Iterator[None]:
+    """Run inside: the method compiled as ``settings.compile`` asks, forward passes under
+    bf16 autocast where ``settings.precision`` asks."""
+    # A plugin protocol's config that does not derive from ExecutionSettings: fp32, eager.
+    compile, precision = getattr(settings, "compile", "off"), getattr(settings, "precision", "fp32")
+    if compile != "off":
+        method.compile(compile)
+    with torch.autocast(device.type, dtype=torch.bfloat16, enabled=precision == "bf16"):
+        yield
+
+
+def full_precision(device: torch.device):
+    """Autocast off: a method's analyses and monitors read its float32 weights as they are
+    (the run's precision is how it trains and is scored, not how it is inspected)."""
+    return torch.autocast(device.type, enabled=False)
 
 
 class DivergenceError(RuntimeError):

@@ -17,10 +17,10 @@ from typing import Any, Literal
 
 import torch
 
-from benchmarks.protocols.base import Protocol, RunState, checked_output
+from benchmarks.protocols.base import ExecutionSettings, Protocol, RunState, checked_output
 from benchmarks.protocols.summary import continual_metrics
 from mesabench_core import param
-from mesabench_datasets.tasks import Problem, seeded_generator
+from mesabench_datasets.tasks import Problem, seeded_generator, to_device
 from methods.api import ContinualMethod
 
 
@@ -41,7 +41,7 @@ class TaskStream(typing.Protocol):
 
 
 @dataclass(frozen=True)
-class ContinualConfig:
+class ContinualConfig(ExecutionSettings):
     batch_size: int = param(10, min=1, help="samples per incoming batch")
     epochs: int = param(1, min=1, help="passes over each task's samples (1: single pass)")
     eval_batch: int = param(2000, min=1, help="test samples predicted at once")
@@ -82,8 +82,8 @@ class ContinualProtocol(Protocol):
         correct = 0
         with torch.no_grad():
             for start in range(0, len(x), self.config.eval_batch):
-                xb = x[start : start + self.config.eval_batch].to(self.device)
-                yb = y[start : start + self.config.eval_batch].to(self.device)
+                xb = to_device(x[start : start + self.config.eval_batch], self.device)
+                yb = to_device(y[start : start + self.config.eval_batch], self.device)
                 logits = checked_output(method, "predict", method.predict(xb),
                                         (len(xb), self.source.problem.output_dim),
                                         "[N, classes]")  # fmt: skip
@@ -114,7 +114,8 @@ class ContinualProtocol(Protocol):
             x, y = x[order], y[order]
         size = self.config.batch_size
         for start in range(0, len(x), size):
-            yield x[start : start + size].to(self.device), y[start : start + size].to(self.device)
+            yield (to_device(x[start : start + size], self.device),
+                   to_device(y[start : start + size], self.device))  # fmt: skip
 
     def total_steps(self) -> int:
         return self.config.total_steps(self.source.config)

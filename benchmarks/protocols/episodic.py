@@ -14,7 +14,13 @@ from typing import Any
 
 import torch
 
-from benchmarks.protocols.base import Protocol, RunState, checked_output
+from benchmarks.protocols.base import (
+    ExecutionSettings,
+    Protocol,
+    RunState,
+    checked_output,
+    full_precision,
+)
 from benchmarks.protocols.summary import mean_ci95
 from mesabench_core import ConfigError, param
 from mesabench_datasets.tasks import TaskSource, seeded_generator
@@ -26,7 +32,7 @@ SPLITS = {TRAIN: "train", VALIDATION: "val", TEST: "test"}
 
 
 @dataclass(frozen=True)
-class EpisodicConfig:
+class EpisodicConfig(ExecutionSettings):
     iterations: int = param(5000, min=1, help="outer (meta-training) iterations")
     meta_batch: int = param(25, min=1, help="tasks per outer update")
     val_every: int = param(500, min=1, help="iterations between meta-validations")
@@ -151,7 +157,8 @@ class EpisodicProtocol(Protocol):
         metrics = {"val/loss": per_task["loss"].mean().item()}
         if self.classification:
             metrics["val/accuracy"] = per_task["accuracy"].mean().item()
-        metrics.update(method.monitor(self.source, c.val_seed))
+        with full_precision(self.device):
+            metrics.update(method.monitor(self.source, c.val_seed))
         return self._score(per_task), metrics
 
     # -- training -----------------------------------------------------------------------
@@ -209,7 +216,8 @@ class EpisodicProtocol(Protocol):
         """The method's own analyses on this task family (e.g. an in-context learner against
         the algorithms it may emulate), and the loss by sequence position of causal tasks."""
         seed = self.config.test_seed
-        final = method.analyse(self.source, self.recorder, seed=seed)
+        with full_precision(self.device):
+            final = method.analyse(self.source, self.recorder, seed=seed)
         if self.source.problem.causal and not self.classification:
             curve = loss_by_position(method, self.source, seed=seed)
             for t, value in enumerate(curve.tolist(), start=1):

@@ -19,10 +19,10 @@ from typing import Any
 
 import torch
 
-from benchmarks.protocols.base import Protocol, RunState, checked_output
+from benchmarks.protocols.base import ExecutionSettings, Protocol, RunState, checked_output
 from benchmarks.protocols.episodic import EpisodicConfig, EpisodicProtocol
 from mesabench_core import param
-from mesabench_datasets.tasks import Problem, TaskSource
+from mesabench_datasets.tasks import Problem, TaskSource, to_device
 from methods.api import OnlineMethod
 
 
@@ -48,7 +48,7 @@ class OnlineStream(typing.Protocol):
 
 
 @dataclass(frozen=True)
-class OnlineConfig:
+class OnlineConfig(ExecutionSettings):
     pretrain_iterations: int = param(1000, min=0, help="meta-training iterations before the stream")
     pretrain_meta_batch: int = param(4, min=1, help="tasks per pre-training outer update")
     pretrain_val_every: int = param(250, min=1)
@@ -191,7 +191,7 @@ class OnlineProtocol(Protocol):
 
     def first_step(self):
         batch = self.source.batch(self.tasks, self.seed, 0)
-        x, y = batch.x.to(self.device), batch.y.to(self.device)
+        x, y = to_device(batch.x, self.device), to_device(batch.y, self.device)
 
         def step(method: OnlineMethod) -> None:
             method.predict(x)  # test, then train, as every stream step does
@@ -206,7 +206,7 @@ class OnlineProtocol(Protocol):
         correct_so_far = correct_by_step[: state.done].sum().item()
         for step in range(state.done, steps):
             batch = stream.batch(self.tasks, self.seed, step)
-            x, y = batch.x.to(self.device), batch.y.to(self.device)
+            x, y = to_device(batch.x, self.device), to_device(batch.y, self.device)
             # Test, then train: the labels reach the learner only after it is scored.
             logits = checked_output(method, "predict", method.predict(x),
                                     (len(x), stream.problem.output_dim), "[N, classes]")

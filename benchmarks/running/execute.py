@@ -13,6 +13,7 @@ import torch
 from benchmarks.catalog.installed import benchmark_spec, method_entry
 from benchmarks.planning.plan import RunPlan
 from benchmarks.protocols import PROTOCOLS
+from benchmarks.protocols.base import executing
 from benchmarks.protocols.recording import Recorder
 from benchmarks.store.client import OutOfSpace
 from benchmarks.store.tracking import RunClosedElsewhere
@@ -76,9 +77,10 @@ def _execute(plan: RunPlan, recorder: Recorder, progress, checkpoint, learner) -
         torch.device(plan.device),
         progress=progress,
     )
-    if learner is not None:
-        return protocol.evaluate_learner(method)
-    return protocol.run(method, checkpoint=checkpoint)
+    with executing(plan.protocol, method, protocol.device):
+        if learner is not None:
+            return protocol.evaluate_learner(method)
+        return protocol.run(method, checkpoint=checkpoint)
 
 
 def prepare_data(plan) -> list:

@@ -1,1 +1,1 @@
-"""Shared parts of every family: per-task losses and the networks gradient-based learners adapt."""
+"""Shared parts of every family: losses, the networks learners adapt, the device guard."""

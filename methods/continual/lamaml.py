@@ -195,7 +195,8 @@ class LookAheadMetaLearner(StreamLearner):
     def observe(self, x: Tensor, y: Tensor) -> dict[str, float]:
         c = self.config
         for glance in range(c.glances):
-            order = torch.randperm(len(x), generator=self.generator).to(x.device)
+            order = torch.randperm(len(x), generator=self.generator, device="cpu")
+            order = order.to(x.device, non_blocking=True)  # host generator: any device alike
             xs, ys = x[order], y[order]
             if c.replay_batch > 0 and len(self.replay) > 0:
                 rx, ry = self.replay.sample(c.replay_batch)

@@ -32,6 +32,7 @@ from torch.nn import functional as F
 from mesabench_core import ConfigError, param
 from mesabench_datasets.tasks import Problem
 from methods.api import SHARED_SETTINGS, EpisodicMethod, OnlineMethod
+from methods.common.device_guard import host_read
 from methods.gradient.maml import GradientMetaLearner, MAMLConfig
 from methods.registry import register_method
 
@@ -130,23 +131,25 @@ class OnlineMetaLearner(OnlineMethod):
         scored, self._scored = self._scored, None
         same = scored is not None and scored[0] is x
         logits = scored[1] if same else self._predicting_logits(x)
-        loss_before = F.cross_entropy(logits, y).item()
-        out = {"loss": loss_before}
+        # Read on the host only once the step's work is queued (a GPU is not made to wait).
+        loss_before = F.cross_entropy(logits, y).detach()
         if c.slow_update == "adam":
             self._step(F.cross_entropy(self._forward(self.params, x), y))
         if not c.fast_adaptation:
-            return out
+            return {"loss": loss_before.item()}
 
         keep_adapting = c.prolonged and self.fast is not None and not self.last_boundary
         self.fast = self._adapt(self.fast if keep_adapting else self._slow(), x, y)
         boundary = False
-        if self.reports_boundaries() and self.previous is not None:
+        judged = self.reports_boundaries() and self.previous is not None
+        if judged:
             with torch.no_grad():
-                adapted_loss = F.cross_entropy(self._forward(self.fast, x), y).item()
+                adapted_loss = F.cross_entropy(self._forward(self.fast, x), y)
             # The previous task's weights do much worse than weights adapted to this very
             # batch: the support (D_{t-1}) and query (D_t) of the outer update disagree.
-            boundary = adapted_loss + c.boundary_threshold <= loss_before
-            out["boundary"] = float(boundary)
+            # (In float64, as Python compares; the update below branches on it.)
+            detected = adapted_loss.double() + c.boundary_threshold <= loss_before.double()
+            boundary = bool(host_read(detected))
 
         if c.slow_update == "meta":
             if c.prolonged:
@@ -157,6 +160,9 @@ class OnlineMetaLearner(OnlineMethod):
             elif self.previous is not None and not boundary:
                 self._meta_step(self.previous, (x, y))
         self.previous, self.last_boundary = (x, y), boundary
+        out = {"loss": loss_before.item()}
+        if judged:
+            out["boundary"] = float(boundary)
         return out
 
     @staticmethod

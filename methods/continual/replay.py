@@ -7,6 +7,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from methods.common.device_guard import host_read
+
 
 class ReservoirBuffer:
     """Keeps a uniform sample of everything offered to it, at most ``capacity`` items.
@@ -34,7 +36,8 @@ class ReservoirBuffer:
                 slot = self.size
                 self.size += 1
             else:
-                slot = int(torch.randint(self.seen + 1, (1,), generator=self.generator))
+                draw = torch.randint(self.seen + 1, (1,), generator=self.generator, device="cpu")
+                slot = int(host_read(draw))  # a host draw: no device to wait for
             self.seen += 1
             if slot < self.capacity:
                 self.x[slot] = xi
@@ -42,7 +45,10 @@ class ReservoirBuffer:
 
     def sample(self, n: int) -> tuple[Tensor, Tensor]:
         """Up to ``n`` distinct stored samples (fewer while the buffer is smaller)."""
-        index = torch.randperm(self.size, generator=self.generator)[:n].to(self.x.device)
+        # Drawn by the host generator (the same samples on every device), then copied over
+        # without waiting for the device.
+        index = torch.randperm(self.size, generator=self.generator, device="cpu")[:n]
+        index = index.to(self.x.device, non_blocking=True)
         return self.x[index], self.y[index]
 
     def state_dict(self) -> dict[str, Any]:

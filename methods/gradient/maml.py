@@ -92,6 +92,7 @@ class GradientMetaLearner(EpisodicMethod):
     """MAML and every variant that differs from it only by its gradient modulation."""
 
     shared_settings = frozenset(SHARED_SETTINGS)
+    compilable = True  # the step traces (tests/test_execution.py compiles it)
 
     Config = MAMLConfig
     protocols = frozenset({"episodic"})
@@ -155,14 +156,18 @@ class GradientMetaLearner(EpisodicMethod):
             else None
         )
 
+    def compile(self, backend: str) -> None:
+        # The whole adaptation and query loss, vmapped over tasks: the network alone would
+        # run inside functorch's transforms, where a compiled module runs as written.
+        self._query_losses = torch.compile(self.inner.batched_query_loss, backend=backend)
+
     def meta_train_step(self, batch: TaskBatch) -> dict[str, float]:
         with self.inner.threads(self.buffers):
             return self._meta_train_step(batch)
 
     def _meta_train_step(self, batch: TaskBatch) -> dict[str, float]:
-        losses = self.inner.batched_query_loss(
-            self.params, self.buffers, batch, self.config.inner_steps
-        )
+        query_losses = getattr(self, "_query_losses", self.inner.batched_query_loss)
+        losses = query_losses(self.params, self.buffers, batch, self.config.inner_steps)
         loss = losses.mean()
         self.optimizer.zero_grad(set_to_none=True)
         if self.modulation_optimizer is not None:

@@ -35,6 +35,7 @@ class InContextMethod(EpisodicMethod):
 
     protocols = frozenset({"episodic"})
     uses_inner_steps = False
+    compilable = True  # its forward traces (tests/test_execution.py: lsa, causal_lsa)
 
     @classmethod
     def check_problem(cls, problem: Problem) -> None:
@@ -54,6 +55,13 @@ class InContextMethod(EpisodicMethod):
         self.optimizer = self._optimizer()
         #: Outer steps taken (a learning-rate schedule reads it; saved with the state).
         self.steps_taken = 0
+        #: What training and prediction call: ``forward``, or its compiled form.
+        self.run_forward = self.forward
+
+    def compile(self, backend: str) -> None:
+        # The method's own forward (tokens built, blocks run, readout read), not its model:
+        # the model is driven block by block, never called whole.
+        self.run_forward = torch.compile(self.forward, backend=backend)
 
     def _optimizer(self) -> torch.optim.Optimizer | None:
         """Adam on the trained parameters; a config with ``recurrent_lr`` gives the
@@ -90,7 +98,7 @@ class InContextMethod(EpisodicMethod):
         raise NotImplementedError
 
     def meta_train_step(self, batch: TaskBatch) -> dict[str, float]:
-        pred = self.forward(batch.support_x, batch.support_y, batch.query_x)
+        pred = self.run_forward(batch.support_x, batch.support_y, batch.query_x)
         loss = per_task_loss(pred, batch.query_y, self.problem.loss).mean()
         if self.optimizer is not None:
             self._schedule()
@@ -105,7 +113,7 @@ class InContextMethod(EpisodicMethod):
 
     def predict(self, support_x, support_y, query_x, steps=None) -> Tensor:
         with torch.no_grad():
-            return self.forward(support_x, support_y, query_x)
+            return self.run_forward(support_x, support_y, query_x)
 
     def state_tensors(self) -> list[Tensor]:
         return list(self.model.parameters())
@@ -258,7 +266,7 @@ class LSATransformer(InContextMethod):
         num, den = optimal_one_step_rate(*batch)
         with torch.no_grad():
             self.model.moments += torch.stack([num, den]).double()
-            eta = float(self.model.moments[0] / self.model.moments[1]) * batch.support_x.shape[1]
+            eta = self.model.moments[0] / self.model.moments[1] * batch.support_x.shape[1]
             set_copy_gd_rate(self.model.blocks[1].attention, eta, self.problem.context_size,
                              self.outputs)  # fmt: skip
             pred = self.forward(batch.support_x, batch.support_y, batch.query_x)
@@ -329,10 +337,13 @@ def copy_gd_construction(dim: int, outputs: int, context_size: int,
     return {**{f"0.{k}": v for k, v in copy.items()}, **{f"1.{k}": v for k, v in gd.items()}}
 
 
-def set_copy_gd_rate(layer, eta: float, context_size: int, outputs: int) -> None:
-    """The GD layer's projection: ``eta / N`` on the y-slot (Prop. 1)."""
-    layer.projection.data.zero_()
-    layer.projection.data[0, -outputs:, -outputs:] = (eta / context_size) * torch.eye(outputs)
+def set_copy_gd_rate(layer, eta: float | Tensor, context_size: int, outputs: int) -> None:
+    """The GD layer's projection: ``eta / N`` on the y-slot (Prop. 1); ``eta`` a number or
+    a tensor on the layer's device (read there, without a synchronisation)."""
+    projection = layer.projection.data
+    projection.zero_()
+    eye = torch.eye(outputs, dtype=projection.dtype, device=projection.device)
+    projection[0, -outputs:, -outputs:] = (eta / context_size) * eye
 
 
 @dataclass(frozen=True)
@@ -357,6 +368,8 @@ class GDReference(InContextMethod):
 
     Config = GDConfig
     preconditioned = False
+    #: A reference algorithm: its rates and solves are computed in float64.
+    precisions = frozenset({"fp32"})
 
     def build_model(self, dim: int) -> nn.Module:
         model = nn.Module()
@@ -368,6 +381,9 @@ class GDReference(InContextMethod):
         model.register_buffer("moments", torch.zeros(2, dtype=torch.float64))
         if self.closed_form or c.eta:
             model.etas.requires_grad_(False)
+        # Whether the rates hold a value yet, kept on the host: asking the (device) rates
+        # at every step would stall it.
+        self._rates_set = bool(c.eta)
         return model
 
     @property
@@ -386,13 +402,18 @@ class GDReference(InContextMethod):
     def meta_train_step(self, batch: TaskBatch) -> dict[str, float]:
         # One step: the closed form over every batch so far. K > 1 or GD++: the first batch
         # starts every step at the one-step rate, then Adam fits them.
-        if self.closed_form or torch.isnan(self.model.etas).any():
+        if self.closed_form or not self._rates_set:
             num, den = optimal_one_step_rate(*batch)
             with torch.no_grad():
                 self.model.moments += torch.stack([num, den]).double()
                 eta = self.model.moments[0] / self.model.moments[1] * batch.support_x.shape[1]
-                self.model.etas.fill_(float(eta))
+                self.model.etas.copy_(eta.expand_as(self.model.etas))
+            self._rates_set = True
         return super().meta_train_step(batch)
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        super().load_state_dict(state)
+        self._rates_set = not bool(torch.isnan(self.model.etas).any())
 
 
 class GDPlusPlusReference(GDReference):
@@ -410,6 +431,8 @@ class RidgeReference(InContextMethod):
     """The exact ridge / least-squares solution on each task's context: nothing to learn."""
 
     Config = RidgeConfig
+    #: A reference algorithm: its solves and rates are computed in float64.
+    precisions = frozenset({"fp32"})
 
     def build_model(self, dim: int) -> nn.Module:
         return nn.Module()

@@ -292,6 +292,8 @@ class AutoregressiveReference(InContextMethod):
 
     #: What the algorithm is, for the refusal of other benchmarks.
     summary = ""
+    #: A reference algorithm: its solves and rates are computed in float64.
+    precisions = frozenset({"fp32"})
 
     @classmethod
     def check_problem(cls, problem: Problem) -> None:
@@ -371,7 +373,7 @@ class AutoregressiveGD(AutoregressiveReference):
             with torch.no_grad():
                 sums = torch.stack([(step * batch.query_y).sum(), step.pow(2).sum()])
                 self.model.moments += sums.double()
-                self.model.eta.fill_(float(self.model.moments[0] / self.model.moments[1]))
+                self.model.eta.copy_(self.model.moments[0] / self.model.moments[1])
         return super().meta_train_step(batch)
 
 

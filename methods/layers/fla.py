@@ -1,9 +1,10 @@
 """Sequence layers from the field, as causal mixers: DeltaNet and gated linear attention,
 their recurrences taken from flash-linear-attention (``fla-core``) rather than written again.
 
-On a GPU the library's chunked Triton kernels run; elsewhere its pure-PyTorch recurrences
-(``fla.ops.*.naive``), which autograd differentiates. Both take ``[B, T, H, .]`` or
-``[B, H, T, .]`` layouts as noted; ours are ``[H, B, T, .]``.
+On a GPU in a bf16 run the library's chunked Triton kernels run (fla 0.6's chunked delta
+rule refuses float32, as a run on an H200 showed); in float32, and on the CPU, its
+pure-PyTorch recurrences (``fla.ops.*.naive``), which autograd differentiates. Both take
+``[B, T, H, .]`` or ``[B, H, T, .]`` layouts as noted; ours are ``[H, B, T, .]``.
 """
 
 from __future__ import annotations
@@ -29,11 +30,21 @@ with warnings.catch_warnings():
 GLA_GATE_NORMALISER = 16.0
 
 
+def _kernel_dtype(q: Tensor) -> torch.dtype | None:
+    """The half precision fla's chunked kernels run at: that of a bf16 autocast on a GPU,
+    else None (float32: the pure-PyTorch recurrence, exact in the run's own precision)."""
+    if q.is_cuda and torch.is_autocast_enabled("cuda"):
+        dtype = torch.get_autocast_dtype("cuda")
+        return dtype if dtype in (torch.bfloat16, torch.float16) else None
+    return None
+
+
 def delta_rule(q: Tensor, k: Tensor, v: Tensor, beta: Tensor) -> Tensor:
     """The delta rule S_t = S_{t-1} + beta_t (v_t - S_{t-1} k_t) k_t^T, out_t = S_t q_t / sqrt(d)
     on ``[B, H, T, .]`` tensors (``beta``: ``[B, H, T]``)."""
-    if q.is_cuda:
-        out, _ = chunk_delta_rule(*(t.transpose(1, 2) for t in (q, k, v, beta)))
+    half = _kernel_dtype(q)
+    if half is not None:
+        out, _ = chunk_delta_rule(*(t.transpose(1, 2).to(half) for t in (q, k, v, beta)))
         return out.transpose(1, 2)
     return delta_rule_recurrence(q, k, v, beta, output_final_state=False)[0]
 
@@ -42,8 +53,9 @@ def gated_linear_attention(q: Tensor, k: Tensor, v: Tensor, log_gate: Tensor) ->
     """S_t = diag(exp(g_t)) S_{t-1} + k_t v_t^T, out_t = S_t^T q_t / sqrt(d) on ``[B, H, T, .]``
     tensors (``log_gate``: ``[B, H, T, d_k]``, at most 0)."""
     q, k, v, log_gate = (t.transpose(1, 2) for t in (q, k, v, log_gate))
-    if q.is_cuda:
-        out, _ = chunk_gla(q, k, v, log_gate)
+    half = _kernel_dtype(q)
+    if half is not None:  # the gates' cumulative sums stay in float32, as fla keeps them
+        out, _ = chunk_gla(q.to(half), k.to(half), v.to(half), log_gate.float())
     else:
         out, _ = naive_recurrent_gla(q, k, v, log_gate)
     return out.transpose(1, 2)

@@ -110,7 +110,7 @@ class AvalancheBaseline(StreamLearner):
         self._batches = []
 
     def observe(self, x: Tensor, y: Tensor) -> dict[str, float]:
-        self._batches.append((x.detach().cpu(), y.detach().cpu()))
+        self._batches.append((x.detach(), y.detach()))  # kept on the device until the boundary
         return {}  # avalanche learns at the task boundary
 
     def end_task(self, task: int) -> None:

@@ -98,15 +98,15 @@ class LearnToLearnMAML(EpisodicMethod):
         return learner
 
     def meta_train_step(self, batch: TaskBatch) -> dict[str, float]:
-        tasks, total = batch.support_x.shape[0], 0.0
+        tasks, total = batch.support_x.shape[0], 0.0  # a sum on the device, read at the end
         self.optimizer.zero_grad(set_to_none=True)
         for sx, sy, qx, qy in zip(*batch, strict=True):
             learner = self._adapted(sx, sy, self.config.inner_steps)
             loss = task_loss(learner(qx), qy, self.problem.loss)
             (loss / tasks).backward()  # the mean over tasks, as ours
-            total += loss.item()
+            total = total + loss.detach()
         self.optimizer.step()
-        return {"loss": total / tasks}
+        return {"loss": float(total) / tasks}
 
     def predict(self, support_x, support_y, query_x, steps=None) -> Tensor:
         steps = self.config.test_inner_steps if steps is None else steps
