@@ -86,7 +86,7 @@ class SinusoidTasks:
 
 
 #: Input distributions, each with the variance of U(-r, r) (r^2 / 3): the uniform of the
-#: papers, and others to test on after training on it (von Oswald et al. 2023, sec. 3:
+#: papers, and others to test on after training on it (von Oswald et al. 2023, App. A.2:
 #: inputs from other distributions). Normal and Laplace are centred; the exponential is not
 #: (its mean equals its standard deviation: a shift as well as other tails).
 InputDist = Literal["uniform", "normal", "laplace", "exponential"]

@@ -74,7 +74,7 @@ class Problem:
     causal: bool = False
     #: How token-based in-context learners receive a task: constructed tokens (x_i, y_i)
     #: or the interleaved natural sequence x_1, y_1, ..., x_q (von Oswald et al.
-    #: 2023, sec. 2 and 5).
+    #: 2023, sec. 2 and 4).
     tokens: Literal["constructed", "interleaved"] = "constructed"
     #: Context points per task, where fixed (token-based learners size positions by it).
     context_size: int = 0

@@ -154,7 +154,8 @@ register_benchmark(
         task=LinRegConfig(dim=10, shots=10, queries=1, input_range=1.0, tokens="interleaved"),
         protocol=_LINREG_ICL_PROTOCOL,
         method_settings={"lsa": {"first_layer": "softmax", "layers": 2}},
-        reference=_LINREG_ICL_REFERENCE + "; section 'tokens not constructed'",
+        reference=_LINREG_ICL_REFERENCE + "; sec. 4 (Do self-attention layers build "
+        "regression tasks?)",
     )
 )
 register_benchmark(

@@ -126,7 +126,7 @@ def tied_steps_optimum(
 #: The task of the multi-step table: the public code's U(-0.5, 0.5), d = N = 10, one query.
 MULTISTEP_TASK = LinRegConfig(dim=10, shots=10, queries=1, input_range=0.5)
 
-#: Context sizes of the thesis' GD++ gamma table (ch. 2).
+#: Context sizes of the thesis' GD++ gamma values (sec. 2.3, Fig. 2.7).
 GAMMA_CONTEXTS = (10, 25, 50, 100)
 
 #: What ``python -m benchmarks.published.derived`` printed (2026-11-25), by (steps, GD++):

@@ -28,7 +28,9 @@ def _blog_depth() -> Table:
         task = {**_BLOG_TASK, "shots": str(c)}
         claims.append(Claim(gd, "linreg-icl", "gd", LOSS, task, run_budget(200, 500, 500),
                             target=0.2725 if c == 10 else None, tolerance=0.02, relative=True,
-                            cite="blog post, C = 10", cost_s=run_cost(1.5, 2.0)))  # fmt: skip
+                            provenance="figure",
+                            cite="blog post, C = 10 (read off a plot; not in its text)",
+                            cost_s=run_cost(1.5, 2.0)))  # fmt: skip
         for layers in (1, 2, 3):
             label = f"linear, {layers} layer(s), C = {c}"
             if layers == 1:
@@ -49,7 +51,7 @@ def _blog_depth() -> Table:
         settings = c10 if layers == 1 else {**c10, "layers": str(layers)}
         claims.append(Claim(f"linear, {layers} layer(s), C = 10: the blog's number", "linreg-icl",
                             "lsa", LOSS, settings, budget, target=value, tolerance=0.25,
-                            relative=True, cite="blog post, C = 10",
+                            relative=True, provenance="figure", cite="blog post, Fig. 8, C = 10",
                             cost_s=run_cost(4.0 * layers, 18.0 * layers)))  # fmt: skip
 
     def points(kind: str, layers: int) -> Points:
@@ -68,9 +70,9 @@ def _blog_depth() -> Table:
         f"{BLOG} (D = 5, U(-1, 1), C = 2 ... 100)",
         tuple(claims),
         note="cpu shrinks the blog's grid to C = 2, 5, 10, 20, 50 and 1-3 layers (4 at C = 10 "
-        "for its number), 5,000 steps of 256 tasks. The blog's numbers are at C = 10; its "
-        "claims elsewhere are read from its figure (1 linear layer = GD). Band 25% on the "
-        "multi-layer numbers (ours: they are small and fall steeply with training).",
+        "for its number), 5,000 steps of 256 tasks. The blog's numbers at C = 10 are read off "
+        "its plots (its text gives none); 1 linear layer = GD is in its text (Fig. 9). Band "
+        "25% on the multi-layer numbers (ours: they are small and fall steeply with training).",
         figure=TableFigure(
             "the blog post's figure: loss by context size, by depth, linear and softmax",
             (Panel("Linear attention", "context size C", "test loss",
@@ -126,13 +128,15 @@ def _blog_lstm() -> Table:
     gd = "one GD step (D = C = 10)"
     budget = run_budget(500, 3000, 10000)
     claims = [Claim(gd, "linreg-icl", "gd", LOSS, task, run_budget(200, 500, 500), target=0.819,
-                    tolerance=0.02, relative=True, cite="blog post (LSTM comparison)",
+                    tolerance=0.02, relative=True, provenance="figure",
+                    cite="blog post, Fig. 14 (LSTM comparison)",
                     cost_s=run_cost(1.5, 2.0))]  # fmt: skip
     for layers in (1, 2):
         claims.append(
             Claim(f"LSTM, {layers} layer(s): the blog's ~1.12", "linreg-icl", "lstm", LOSS,
                   {**task, "layers": str(layers)}, budget, target=1.12, tolerance=0.03,
-                  cite="blog post: uni-directional LSTMs 1.11-1.13 for 1-5 layers",
+                  provenance="figure",
+                  cite="blog post, Fig. 14: uni-directional LSTMs 1.11-1.13 for 1-5 layers",
                   cost_s=run_cost(10.0 * layers, 56.0 * layers))
         )  # fmt: skip
     for layers in (1, 2, 4):
@@ -148,7 +152,8 @@ def _blog_lstm() -> Table:
     claims.append(
         Claim("bi-LSTM, 4 layers: the blog's ~0.80", "linreg-icl", "bilstm", LOSS,
               {**task, "layers": "4"}, budget, target=0.80, tolerance=0.05, relative=True,
-              cite="blog post (LSTM comparison)", cost_s=run_cost(80.0, 448.0))
+              provenance="figure", cite="blog post, Fig. 14 (LSTM comparison)",
+              cost_s=run_cost(80.0, 448.0))
     )  # fmt: skip
     return Table(
         "blog-lstm",

@@ -118,16 +118,19 @@ def _multistep() -> Table:
                   cite=_DERIVED, cost_s=run_cost(gdpp_s, gdpp_s * 10, gdpp_s * 30)),
             Claim(f"{k}-layer tied LSA = tied GD++ optimum", "linreg-icl", "lsa", LOSS, lsa,
                   lsa_budget, target=gdpp.loss, tolerance=0.03, relative=True,
-                  provenance="derived", cite=f"{_DERIVED}; the relation: ICML'23 sec. 4",
-                  cost_s=lsa_cost),
+                  provenance="derived",
+                  cite=f"{_DERIVED}; the relation: ICML'23 sec. 3 (multiple steps), Fig. 3(a); "
+                  "other depths: App. Figs. 7, 8", cost_s=lsa_cost),
             Claim(f"{k}-layer tied LSA below {k} tied GD steps (paired)", "linreg-icl", "lsa",
                   LOSS, lsa, lsa_budget, versus=gd_label, check="at_most",
-                  cite="ICML'23 sec. 4", cost_s=lsa_cost),
+                  cite="ICML'23 sec. 3 (multiple steps), Fig. 3(a); other depths: App. Figs. 7, 8",
+                  cost_s=lsa_cost),
         ]  # fmt: skip
     return Table(
         "multistep-lsa-gdpp",
         "Recurrent (tied) multi-layer LSA matches K tied steps of GD++, below K steps of GD",
-        f"{_ICML23}, sec. 4",
+        f"{_ICML23}, sec. 3 ('Multiple steps of gradient descent vs. multiple layers of "
+        "self-attention'), Fig. 3(a), App. A.10; thesis sec. 2.3, Fig. 2.5",
         tuple(claims),
         note="No number of the paper: the targets are the optimal tied GD and GD++ losses, "
         "derived by the suite's simulation (python -m benchmarks.published.derived: rates "
@@ -135,7 +138,7 @@ def _multistep() -> Table:
         "<= 0.4%); the fitted gd / gdpp lines check the references the other tables pair "
         "with. The band for the LSA (3%) is ours: the paper states the match in its figure.",
         figure=TableFigure(
-            "ICML'23 sec. 4 (recurrent transformers against GD and GD++, by steps)",
+            "ICML'23 sec. 3, Fig. 3(a) (recurrent transformers against GD and GD++, by steps)",
             (Panel("Test loss by steps K (tied)", "steps / layers K", "test loss", (
                 Points("tied LSA", tuple((k, f"{k}-layer tied LSA = tied GD++ optimum")
                                          for k in (2, 3))),
@@ -149,7 +152,7 @@ def _multistep() -> Table:
 
 def _gamma() -> Table:
     # The thesis' gamma of trained recurrent 2-layer models and the largest eigenvalue of
-    # X X^T beside it (ch. 2), by context size N.
+    # X X^T beside it (sec. 2.3, Fig. 2.7), by context size N.
     published = {10: (0.179, 4.6), 25: (0.099, 7.712), 50: (0.056, 10.845), 100: (0.029, 17.196)}
     # Seconds per run, measured (N = 10 at 5,000 steps: 70 s); larger N in proportion to the
     # tokens and the fewer queries used there.
@@ -165,14 +168,14 @@ def _gamma() -> Table:
         spent = run_cost(cost[n] / 5, cost[n], cost[n] * 5)
         claims += [
             Claim(label, "linreg-icl", "lsa", "final/gdpp/gamma", settings, budget,
-                  target=gamma, tolerance=0.15, relative=True, cite="thesis ch. 2",
+                  target=gamma, tolerance=0.15, relative=True, cite="thesis sec. 2.3, Fig. 2.7",
                   cost_s=spent),
             Claim(f"{label} = tied GD++ optimum's", "linreg-icl", "lsa", "final/gdpp/gamma",
                   settings, budget, target=TIED_GAMMA[n], tolerance=0.15, relative=True,
                   provenance="derived", cite=_DERIVED, cost_s=spent),
             Claim(f"largest eigenvalue of X^T X over the analysis tasks, N = {n}", "linreg-icl",
                   "lsa", "final/data/xx_max_eig_largest", settings, budget, target=eig,
-                  tolerance=0.2, relative=True, cite="thesis ch. 2", cost_s=spent),
+                  tolerance=0.2, relative=True, cite="thesis sec. 2.3, Fig. 2.7", cost_s=spent),
         ]  # fmt: skip
     for smaller, larger in zip(GAMMA_CONTEXTS, GAMMA_CONTEXTS[1:], strict=False):
         first = f"gamma of a trained recurrent 2-layer LSA, N = {smaller}"
@@ -180,13 +183,14 @@ def _gamma() -> Table:
             Claim(f"gamma falls from N = {smaller} to {larger}", "linreg-icl", "lsa",
                   "final/gdpp/gamma", next(c for c in claims if c.label.endswith(
                       f"N = {larger}")).settings, run_budget(1000, 5000, 5000, lsa_paper()),
-                  versus=first, check="at_most", cite="thesis ch. 2",
+                  versus=first, check="at_most", cite="thesis sec. 2.3, Fig. 2.7",
                   cost_s=run_cost(cost[larger] / 5, cost[larger], cost[larger] * 5))
         )  # fmt: skip
     return Table(
         "gdpp-gamma",
         "GD++'s gamma read from trained recurrent 2-layer LSAs falls with the context size N",
-        f"{_THESIS} (gamma and the largest eigenvalue of X X^T for N = 10, 25, 50, 100)",
+        f"{_THESIS}, sec. 2.3 ('Why does GD++ perform better?'), Fig. 2.7 (gamma and the "
+        "largest eigenvalue of X X^T for N = 10, 25, 50, 100); ICML'23 App. A.10, Fig. 13",
         tuple(claims),
         note="gamma is read from the tied layer's weights (methods.analyses.in_context."
         "gdpp_parameters: -sum over heads of the mean diagonals of P W_V and W_K^T W_Q on the "
@@ -195,7 +199,7 @@ def _gamma() -> Table:
         "(15% on gamma; 20% on the eigenvalue, whose sample the thesis does not state: ours is "
         "the largest over 2,000 tasks).",
         figure=TableFigure(
-            "thesis ch. 2 (gamma of trained recurrent models by N)",
+            "thesis sec. 2.3, Fig. 2.7 (gamma of trained recurrent models by N)",
             (Panel("GD++ gamma by context size", "context size N", "gamma", (
                 Points("trained LSA", tuple((n, f"gamma of a trained recurrent 2-layer LSA, "
                                                 f"N = {n}") for n in GAMMA_CONTEXTS)),
@@ -271,7 +275,8 @@ def _deep() -> Table:
     claims = []
     for k in range(1, 6):
         label = f"{k}-layer LSA (untied)"
-        cite = f"{_DERIVED}; the relation: ICML'23 sec. 4"
+        cite = (f"{_DERIVED}; the relation: ICML'23 sec. 3 (multiple steps), Fig. 3(b); "
+                "other depths: App. Figs. 7, 8")
         # 2% above the optimum: our test tasks (10,000) are not the derivation's million.
         below = Claim(f"{label}: at most {k} GD step(s) + 2%, a rate per step", "linreg-icl",
                       "lsa", LOSS, {**HALF, "layers": str(k)},
@@ -292,7 +297,8 @@ def _deep() -> Table:
     return Table(
         "icml23-deep",
         "Deep untied LSA (up to 5 layers) against per-layer GD and GD++ steps",
-        f"{_ICML23}, sec. 4",
+        f"{_ICML23}, sec. 3 ('Multiple steps of gradient descent vs. multiple layers of "
+        "self-attention'), Fig. 3(b); thesis sec. 2.3, Fig. 2.6",
         tuple(claims),
         note="The GD and GD++ references are their optima with a rate (and gamma) per step, "
         "derived by simulation (python -m benchmarks.published.derived); GD++ up to 3 steps "
@@ -301,7 +307,7 @@ def _deep() -> Table:
         "the sampling of our 10,000 test tasks. cpu: 5,000 steps of "
         "256 tasks with 20 queries (1 layer: the one-step table's 3,000).",
         figure=TableFigure(
-            "ICML'23 sec. 4: deep untied models against GD and GD++ by depth",
+            "ICML'23 sec. 3, Fig. 3(b): deep untied models against GD and GD++ by depth",
             (Panel("Test loss by layers / steps K", "K", "test loss", (
                 Points("untied LSA", tuple(first.items())),
                 Fixed("GD, a rate per step (derived)",
@@ -313,7 +319,7 @@ def _deep() -> Table:
     )
 
 
-_SINE = {"amplitude": "0.1,0.5", "queries": "10"}  # ICML'23 sec. 5's family
+_SINE = {"amplitude": "0.1,0.5", "queries": "10"}  # ICML'23 App. A.7's family
 
 
 def _sine() -> Table:
@@ -323,7 +329,8 @@ def _sine() -> Table:
         "icml23-sine",
         "Nonlinear (sine) regression: an MLP embedding then one LSA layer = a meta-learned "
         "MLP with one GD step on its head",
-        f"{_ICML23}, sec. 5",
+        f"{_ICML23}, sec. 3 ('Transformers solve nonlinear regression tasks by gradient "
+        "descent on deep data representations'), Fig. 4, App. A.7; thesis sec. 2.3, Fig. 2.8",
         (
             Claim(control, "sinusoid-icl", "anil", LOSS,
                   {**_SINE, "inner_steps": "1", "test_inner_steps": "1", "eval_steps": "1",
@@ -332,13 +339,15 @@ def _sine() -> Table:
             Claim("MLP embedding + 1 LSA layer = the control (paired)", "sinusoid-icl", "lsa",
                   LOSS, {**_SINE, "layers": "1", "embed": "40"}, budget, versus=control,
                   tolerance=0.15, relative=True, provenance="figure",
-                  cite="ICML'23 sec. 5 (sine regression figure)", cost_s=run_cost(7.0, 34.0)),
+                  cite="ICML'23 sec. 3 (nonlinear regression), Fig. 4, App. A.7",
+                  cost_s=run_cost(7.0, 34.0)),
         ),  # fmt: skip
         note="Amplitude U(0.1, 0.5), phase U(0, pi), x ~ U(-5, 5), 10 context points (the "
         "paper's family); the MLP is 1-40-40 in both (ANIL adapts the head, one step at a "
         "learned rate). The 15% band is ours (the paper shows the curves in a figure).",
         figure=TableFigure(
-            "ICML'23 sec. 5: sine regression, LSA on an MLP embedding against the control",
+            "ICML'23 sec. 3, Fig. 4: sine regression, LSA on an MLP embedding against the "
+            "control",
             (Panel("Validation loss over training", "iteration", "loss (MSE)", (
                 History("MLP + 1 LSA layer",
                         "MLP embedding + 1 LSA layer = the control (paired)", "val/loss"),
@@ -369,9 +378,11 @@ def _interleaved() -> Table:
             Claim(f"hand-built copy + GD layers = one GD step, {name} (paired)",
                   "linreg-icl-interleaved", "copy_gd", LOSS, settings,
                   run_budget(200, 500, 500, _PAPER), versus=gd, tolerance=0.01, relative=True,
-                  cite="ICML'23 sec. 6 (the copy construction)", cost_s=run_cost(3.0, 4.0, 6.0)),
+                  cite="ICML'23 sec. 4, Prop. 3, App. A.5 (the copy construction)",
+                  cost_s=run_cost(3.0, 4.0, 6.0)),
             lsa(trained, LOSS, versus=gd, tolerance=0.05, relative=True, provenance="figure",
-                cite="ICML'23 sec. 6 (the trained model matches one GD step)"),
+                cite="ICML'23 sec. 4, Fig. 5; thesis Fig. 2.9 (the trained model matches one "
+                "GD step)"),
             lsa(analysed, "final/interleaved/model_loss"),
             lsa(f"without its first layer's update of the query: unchanged, {name}",
                 "final/interleaved/query_kept_loss", versus=analysed, tolerance=0.02,
@@ -381,7 +392,8 @@ def _interleaved() -> Table:
     return Table(
         "icml23-interleaved",
         "Interleaved tokens x_1, y_1, ..., x_q: a softmax copy layer then a GD layer",
-        f"{_ICML23}, sec. 6",
+        f"{_ICML23}, sec. 4 ('Do self-attention layers build regression tasks?'), Prop. 3, "
+        "App. A.5, Fig. 5; thesis sec. 2.4, Fig. 2.9",
         tuple(claims),
         note="The hand-built model (copy_gd) copies each x_i into its y_i token (softmax on "
         "positions, scale 50) and takes one GD step at the closed-form rate. The ablation "
@@ -391,7 +403,7 @@ def _interleaved() -> Table:
         "draws U(-0.5, 0.5) for this setting, the paper's text U(-1, 1). Bands (5%, 2%) are "
         "ours. cpu: one query, 256 tasks per step, 5,000 steps; paper: 2,048 tasks.",
         figure=TableFigure(
-            "ICML'23 sec. 6: training on interleaved tokens (the plateau, then GD)",
+            "ICML'23 sec. 4, Fig. 5: training on interleaved tokens (the plateau, then GD)",
             tuple(Panel(f"Validation loss over training, {name}", "iteration", "test loss", (
                 History("trained 2-layer model", f"trained 2-layer model (softmax, then linear)"
                         f" = one GD step, {name}", "val/loss"),
@@ -414,19 +426,19 @@ def _ood_inputs() -> Table:
             lsa_half(gd, f"final/ood/dist_{dist}_gd"),
             lsa_half(f"1-layer LSA = one GD step, {dist} inputs", f"final/ood/dist_{dist}_model",
                      versus=gd, tolerance=0.1, relative=True, provenance="figure",
-                     cite="ICML'23 sec. 3 (other input distributions)"),
+                     cite="ICML'23 App. A.2, Fig. 6 (other input distributions)"),
         ]  # fmt: skip
     return Table(
         "icml23-ood-inputs",
         "Trained on uniform inputs, tested on normal, Laplace and exponential ones: the LSA "
         "layer stays with one GD step",
-        f"{_ICML23}, sec. 3",
+        f"{_ICML23}, App. A.2, Fig. 6 (its two right columns)",
         tuple(claims),
         note="Each distribution has the training inputs' variance; normal and Laplace are "
         "centred, the exponential is not (a shift too). GD keeps the rate fitted on uniform "
         "inputs. The 10% band is ours.",
         figure=TableFigure(
-            "ICML'23 sec. 3: test inputs from other distributions",
+            "ICML'23 App. A.2, Fig. 6: test inputs from other distributions",
             (Panel("Test loss by input distribution", "0 uniform, 1 normal, 2 Laplace, "
                    "3 exponential", "test loss", (
                        Points("LSA", tuple((i, f"1-layer LSA = one GD step, {d} inputs")
@@ -466,25 +478,27 @@ def _ablations() -> Table:
         lsa_half(repeat, "final/repeat/d0.75_k50_gd"),
         lsa_half("trained layer repeated 50 times (damp 0.75) = dampened GD",
                  "final/repeat/d0.75_k50_model", versus=repeat, tolerance=0.1, relative=True,
-                 provenance="published", cite="thesis ch. 2 (dampened repetition)"),
+                 provenance="published",
+                 cite="thesis sec. 2.3 item 3, App. 2.6.5, Fig. 2.12 (dampened repetition)"),
         lsa_half(half, "final/repeat/d0.5_k50_gd"),
         lsa_half("trained layer repeated 50 times (damp 0.5) = dampened GD",
                  "final/repeat/d0.5_k50_model", versus=half, tolerance=0.1, relative=True,
-                 provenance="published",
-                 cite="thesis ch. 2's relation, at a dampening of ours (0.5)"),
+                 provenance="figure",
+                 cite="thesis App. 2.6.5, Fig. 2.12 (other dampenings), at a dampening of ours "
+                 "(0.5)"),
     ]  # fmt: skip
     return Table(
         "icml23-ablations",
         "Heads, LayerNorm and MLPs, softmax attention, and a trained layer repeated 50 times",
-        f"{_ICML23}, appendix; {_THESIS}",
+        f"{_ICML23}, appendix; {_THESIS}, sec. 2.3 item 3, App. 2.6.5, Fig. 2.12",
         tuple(claims),
         note="One layer at U(-0.5, 0.5), each variant against one fitted GD step on the same "
         "tasks. Bands are ours (the paper shows these in figures): 2% where the variant can "
         "express GD exactly, 10% where it must approximate it. The repetition applies the "
         "trained 1-layer model's update 50 times at 0.75 of its size, beside 50 GD steps "
-        "dampened alike (thesis ch. 2).",
+        "dampened alike (thesis sec. 2.3 item 3, App. 2.6.5).",
         figure=TableFigure(
-            "ICML'23 appendix and thesis ch. 2: variants, and the repeated layer",
+            "ICML'23 appendix and thesis App. 2.6.5: variants, and the repeated layer",
             (
                 Panel("Test loss by variant", "0 GD, 1-2 heads 2/4, 3 LN+MLP, 4-5 softmax "
                       "1/2 heads", "test loss", (
@@ -521,12 +535,14 @@ def _task_pool() -> Table:
             Claim(f"test loss falls from {smaller} to {larger} training tasks", "linreg-icl",
                   "lsa", LOSS, {**HALF, "task_pool": str(larger)}, budget,
                   versus=f"1-layer LSA trained on {smaller} tasks: test loss", check="at_most",
-                  cite="thesis ch. 2 (training dynamics)", cost_s=run_cost(7.0, 18.0, 85.0))
+                  provenance="derived", cite="ours: the trend (the paper's fixed-batch runs: "
+                  "ICML'23 App. A.12, Fig. 16)", cost_s=run_cost(7.0, 18.0, 85.0))
         )  # fmt: skip
     claims.append(
         Claim(f"trained on {_POOLS[-1]} tasks = one GD step (paired)", "linreg-icl", "lsa",
               LOSS, {**HALF, "task_pool": str(_POOLS[-1])}, budget, versus=gd,
-              tolerance=0.02, relative=True, cite="thesis ch. 2 (training dynamics)",
+              tolerance=0.02, relative=True,
+              cite="ICML'23 App. A.12, Fig. 16 (one fixed batch of 128, 512 or 2,048 tasks)",
               cost_s=run_cost(7.0, 18.0, 85.0))
     )  # fmt: skip
     claims.append(
@@ -541,7 +557,7 @@ def _task_pool() -> Table:
         "icml23-task-pool",
         "Training on a fixed, finite set of tasks: memorisation, then generalisation to one "
         "GD step as the set grows",
-        f"{_THESIS} (training dynamics)",
+        f"{_ICML23}, App. A.12, Fig. 16 (training on a single fixed batch of tasks)",
         tuple(claims),
         note="The training teachers come from a fixed pool (task_pool; inputs stay fresh); "
         "validation and test teachers are always new. The relations are ours to state the "

@@ -5,7 +5,7 @@ Loss vs context size and out-of-distribution curves (linear regression): the mod
 GD (rate fitted at the training distribution), GD++ (as many steps as the model has layers,
 fitted there too) and ridge on the same tasks, with the context truncated to n points, with
 inputs / teachers scaled by alpha, or with inputs drawn from other distributions of the same
-variance (von Oswald et al. 2023, sec. 3).
+variance (von Oswald et al. 2023, sec. 3; the other distributions: App. A.2).
 
 Alignment with one step of GD (von Oswald et al. 2023, sec. 3): over held-out
 linear-regression tasks, mean |y_model - y_GD|, mean ||s_model - s_GD|| and mean
@@ -367,7 +367,7 @@ def lsa_weight_analyses(method, source: TaskSource, recorder, tasks: int = 2000,
     return final
 
 
-# -- GD++ read from a tied stack's weights (thesis ch. 2) ----------------------------------
+# -- GD++ read from a tied stack's weights (thesis sec. 2.3) -------------------------------
 def gdpp_extraction_applies(method, source: TaskSource) -> bool:
     """A trained tied (recurrent) stack of plain linear layers on constructed tokens."""
     c = method.config
@@ -412,7 +412,7 @@ def gdpp_extraction(method, source: TaskSource, tasks: int = 2000, seed: int = 0
     }
 
 
-# -- interleaved tokens: what the first (softmax) layer does (ICML'23 sec. 6) --------------
+# -- interleaved tokens: what the first (softmax) layer does (ICML'23 sec. 4) --------------
 def interleaved_ablations_apply(method, source: TaskSource) -> bool:
     """A trained 2-layer model on interleaved tokens whose first layer is softmax."""
     c = method.config

@@ -313,7 +313,8 @@ class LSATransformer(InContextMethod):
 def copy_gd_construction(dim: int, outputs: int, context_size: int,
                          scale: float) -> dict[str, Tensor]:  # fmt: skip
     """The 2-layer model on interleaved tokens [x (dim), one-hot position (2N + 1), y
-    (outputs)] that is one GD step (von Oswald et al. 2023, sec. 6: a copy layer, then GD):
+    (outputs)] that is one GD step (von Oswald et al. 2023, sec. 4, Prop. 3: a copy layer, then
+    GD):
 
     - ``0.*``, softmax: the token at position p attends to position p - 1 (score ``scale``,
       all others 0) and adds that token's x-slot to its own, so each y_i token becomes
