@@ -26,6 +26,7 @@ from mesabench_core import param
 from mesabench_datasets.tokens import (
     interleaved_tokens,
     natural_context,
+    pair_tokens,
     query_tokens,
     read_prediction,
 )
@@ -166,13 +167,15 @@ def gdssm_construction(dim: int, eta: float, context_size: int,
 
 
 class NaturalSequenceMethod(InContextMethod):
-    """Shared forward: one interleaved sequence per query, prediction at the last token."""
+    """Shared forward: one sequence per query (interleaved, or the constructed pairs where the
+    config's ``input_tokens`` says so), prediction at the last token."""
 
     def final_token(self, tokens: Tensor) -> Tensor:
         raise NotImplementedError
 
     def forward(self, support_x, support_y, query_x):
-        tokens = interleaved_tokens(support_x, support_y, query_x)
+        pairs = getattr(self.config, "input_tokens", "interleaved") == "pairs"
+        tokens = (pair_tokens if pairs else interleaved_tokens)(support_x, support_y, query_x)
         m = self.outputs
         out = read_prediction(self.final_token(tokens), m)  # [T * Q, m]
         return out.view(query_x.shape[0], query_x.shape[1], m)
@@ -267,6 +270,10 @@ class RecurrentConfig:
     layers: int = param(1, min=1)
     lr: float = param(1e-3, min=0.0)
     grad_clip: float = param(1.0, min=0.0)
+    input_tokens: Literal["interleaved", "pairs"] = param(
+        "interleaved", added="0.3",
+        help="interleaved: x_1, y_1, ..., x_N, y_N, x_q; pairs: the constructed tokens "
+        "(x_1, y_1), ..., (x_N, y_N), (x_q, 0) (the blog post's LSTM setup)")  # fmt: skip
 
 
 class DiagonalSSM(nn.Module):
@@ -323,11 +330,24 @@ class LSTMBaseline(NaturalSequenceMethod):
 
     def final_token(self, tokens: Tensor) -> Tensor:
         out, _ = self.model.lstm(tokens)
-        return tokens[:, -1] + self.model.head(out[:, -1])
+        return tokens[:, -1] + self.model.head(self.readout(out))
+
+    def readout(self, out: Tensor) -> Tensor:
+        """What the head reads: the state at the query token (the last position)."""
+        return out[:, -1]
 
 
 class BiLSTMBaseline(LSTMBaseline):
+    """The head reads each direction where it has read the whole sequence: the forward
+    state at the query token and the backward state at the first token (ours: the blog
+    post states no readout). The backward state at the query token would have read the
+    query alone: a one-layer model reading it sees no context at all."""
+
     bidirectional = True
+
+    def readout(self, out: Tensor) -> Tensor:
+        hidden = self.config.hidden
+        return torch.cat([out[:, -1, :hidden], out[:, 0, hidden:]], dim=-1)
 
 
 register_method(
