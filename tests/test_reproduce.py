@@ -193,7 +193,11 @@ def test_a_table_runs_its_sweeps_then_reads_the_store_and_reuses_it(tmp_path, st
         if "mesabench.method" in run.data.tags:
             key = (run.data.tags["mesabench.method"], int(run.data.tags["mesabench.seed"]))
             finals[key] = run.data.metrics["final/test_loss"]
-    assert len(finals) == 4  # two methods x two seeds: the published line reused maml's runs
+    # Two methods x two seeds: the published line reused maml's runs. Where one is missing,
+    # the message carries the progress lines and every other run's status and error.
+    others = [(r.data.tags.get("mesabench.method"), r.info.status, r.data.tags.get("error"))
+              for r in client.search_runs([experiment], "attributes.status != 'FINISHED'")]
+    assert len(finals) == 4, (sorted(finals), others, lines)
     maml, paired, published = outcome.lines
     assert maml.verdict == "basis"
     assert maml.ours.mean == pytest.approx((finals["maml", 0] + finals["maml", 1]) / 2)
