@@ -16,6 +16,7 @@ from benchmarks.protocols.recording import MemoryRecorder
 from benchmarks.running.execute import execute
 from mesabench_core import ConfigError
 from methods.registry import METHODS
+from tests.skip_policy import skip_for_hardware
 
 TINY = {"iterations": "6", "val_every": "3", "val_tasks": "8", "test_tasks": "16",
         "log_every": "2", "checkpoint_every": "6"}  # fmt: skip
@@ -71,8 +72,9 @@ def test_a_device_that_is_no_device_is_refused(device):
         plan_run("maml", "sinusoid-5shot", device=device)
 
 
-@pytest.mark.skipif(torch.cuda.is_available(), reason="asks for CUDA where there is none")
 def test_cuda_where_there_is_none_is_refused_and_auto_is_the_cpu():
+    if torch.cuda.is_available():
+        skip_for_hardware("a CUDA device is present: no missing device to refuse")
     with pytest.raises(ConfigError, match=r"no CUDA device is available"):
         plan_run("maml", "sinusoid-5shot", device="cuda:0")
     assert plan_run("maml", "sinusoid-5shot", device="auto").device == "cpu"
