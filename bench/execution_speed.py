@@ -43,7 +43,7 @@ def measure(method_name: str, benchmark: str, settings: dict, device: str, steps
     batches = [plan.source.sample(plan.protocol.meta_batch, seeded_generator(1, 0, i, device=on))
                for i in range(warmup + steps)]  # fmt: skip
     method = build_method(plan)
-    times = []
+    times, first = [], 0.0
     with executing(plan.protocol, method, on):
         began = time.perf_counter()
         for i, batch in enumerate(batches):

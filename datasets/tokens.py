@@ -38,24 +38,23 @@ def natural_context(support_x: Tensor, support_y: Tensor) -> Tensor:
     return torch.stack([x_tokens, y_tokens], dim=2).reshape(tasks, 2 * n, width)
 
 
+def _one_sequence_per_query(context: Tensor, query_x: Tensor) -> Tensor:
+    """``context`` ``[T, L, d + m]`` followed by each query token (x_q, 0):
+    ``[T * Q, L + 1, d + m]``."""
+    tasks, length, width = context.shape
+    queries = query_x.shape[1]
+    context = context.unsqueeze(1).expand(tasks, queries, length, width)
+    last = query_tokens(query_x, width - query_x.shape[-1]).unsqueeze(2)  # [T, Q, 1, d + m]
+    return torch.cat([context, last], dim=2).reshape(tasks * queries, length + 1, width)
+
+
 def pair_tokens(support_x: Tensor, support_y: Tensor, query_x: Tensor) -> Tensor:
     """The constructed tokens as a sequence, one per query: (x_1, y_1), ..., (x_N, y_N),
     (x_q, 0): ``[T * Q, N + 1, d + m]``."""
-    tasks, n, d = support_x.shape
-    outputs, queries = support_y.shape[-1], query_x.shape[1]
-    context = context_tokens(support_x, support_y).unsqueeze(1)
-    context = context.expand(tasks, queries, n, d + outputs)
-    last = query_tokens(query_x, outputs).unsqueeze(2)  # [T, Q, 1, d + m]
-    return torch.cat([context, last], dim=2).reshape(tasks * queries, n + 1, d + outputs)
+    return _one_sequence_per_query(context_tokens(support_x, support_y), query_x)
 
 
 def interleaved_tokens(support_x: Tensor, support_y: Tensor, query_x: Tensor) -> Tensor:
     """The natural sequence x_1, y_1, ..., x_N, y_N, x_q, one sequence per query:
     ``[T * Q, 2N + 1, d + m]``."""
-    tasks, n, d = support_x.shape
-    outputs = support_y.shape[-1]
-    queries = query_x.shape[1]
-    context = natural_context(support_x, support_y).unsqueeze(1)
-    context = context.expand(tasks, queries, 2 * n, d + outputs)
-    last = query_tokens(query_x, outputs).unsqueeze(2)  # [T, Q, 1, d + m]
-    return torch.cat([context, last], dim=2).reshape(tasks * queries, 2 * n + 1, d + outputs)
+    return _one_sequence_per_query(natural_context(support_x, support_y), query_x)

@@ -18,6 +18,7 @@ import torch
 from benchmarks.catalog.installed import benchmark_spec, method_entry
 from benchmarks.planning.config import as_dict, from_dict
 from benchmarks.planning.resolve import layers_of, resolve
+from benchmarks.protocols.base import execution_of
 from mesabench_core import RUN_LOCAL_SETTINGS, ConfigError, IncompatibleSetting, identity_dict
 from mesabench_datasets.data_root import resolve_data_root
 from mesabench_datasets.tasks import TaskConfig, TaskSource
@@ -115,7 +116,9 @@ def resolve_device(device: str) -> str:
         raise ConfigError(f"device must be auto, cpu, cuda or cuda:N (got {device!r})")
     if parsed.type == "cuda" and not torch.cuda.is_available():
         raise ConfigError(f"device {device!r} requested but no CUDA device is available")
-    if parsed.index is not None and parsed.index >= torch.cuda.device_count():
+    if parsed.type == "cuda" and parsed.index is not None and (
+        parsed.index >= torch.cuda.device_count()
+    ):
         raise ConfigError(f"device {device!r}: this machine has CUDA devices 0 to "
                           f"{torch.cuda.device_count() - 1}")  # fmt: skip
     return device
@@ -123,12 +126,12 @@ def resolve_device(device: str) -> str:
 
 def check_execution(method: str, cls: type, protocol: Any) -> None:
     """Refuse a precision or compilation the method does not take, in one line."""
-    precision = getattr(protocol, "precision", "fp32")
-    if precision not in cls.precisions:
+    settings = execution_of(protocol)
+    if settings.precision not in cls.precisions:
         allowed = ", ".join(sorted(cls.precisions))
         raise ConfigError(f"precision: method {method!r} runs at {allowed} only (got "
-                          f"{precision!r}: it computes in float64)")  # fmt: skip
-    if getattr(protocol, "compile", "off") != "off" and not cls.compilable:
+                          f"{settings.precision!r})")  # fmt: skip
+    if settings.compile != "off" and not cls.compilable:
         raise ConfigError(f"compile: method {method!r} does not support torch.compile; "
                           "allowed: off")  # fmt: skip
 

@@ -105,15 +105,21 @@ class ExecutionSettings:
         "by dynamo and run as written: a check that the step compiles, at no gain)")  # fmt: skip
 
 
+def execution_of(config: Any) -> ExecutionSettings:
+    """A protocol config's execution settings: a plugin protocol's config that does not
+    derive from :class:`ExecutionSettings` runs in float32, uncompiled."""
+    return config if isinstance(config, ExecutionSettings) else ExecutionSettings()
+
+
 @contextmanager
-def executing(settings: Any, method: Method, device: torch.device) -> Iterator[None]:
-    """Run inside: the method compiled as ``settings.compile`` asks, forward passes under
-    bf16 autocast where ``settings.precision`` asks."""
-    # A plugin protocol's config that does not derive from ExecutionSettings: fp32, eager.
-    compile, precision = getattr(settings, "compile", "off"), getattr(settings, "precision", "fp32")
-    if compile != "off":
-        method.compile(compile)
-    with torch.autocast(device.type, dtype=torch.bfloat16, enabled=precision == "bf16"):
+def executing(config: Any, method: Method, device: torch.device) -> Iterator[None]:
+    """Run inside: the method compiled as the config's ``compile`` asks, forward passes
+    under bf16 autocast where its ``precision`` asks."""
+    settings = execution_of(config)
+    if settings.compile != "off":
+        method.compile(settings.compile)
+    bf16 = settings.precision == "bf16"
+    with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
         yield
 
 

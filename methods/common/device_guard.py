@@ -145,13 +145,12 @@ class DeviceGuard(TorchFunctionMode):
 
     def _judge_pending(self, func, caller: FrameType) -> None:
         hook, call, where = self._pending  # type: ignore[misc]
+        self._pending = None
         frame: FrameType | None = caller
         while frame is not None and frame is not hook:
             frame = frame.f_back
         if frame is None:  # the hook returned: the read came after the step's work
-            self._pending = None
             return
-        self._pending = None
         self._add(
             "stall", f"{call} then {_name(func)}() in the same step: a synchronisation "
             "before the step's work was queued", where, hook,

@@ -145,6 +145,8 @@ class GradientMetaLearner(EpisodicMethod):
             self.network, self.modulation, problem.loss, adapted, config.first_order, vectorize,
             modulation_first_order=config.modulation_first_order,
         )
+        #: What a training step calls: the inner loop's query losses, or their compiled form.
+        self.query_losses = self.inner.batched_query_loss
         self.optimizer = torch.optim.Adam(self.network.parameters(), lr=config.outer_lr)
         modulation_params = list(self.modulation.parameters())
         self.modulation_optimizer = (
@@ -159,15 +161,14 @@ class GradientMetaLearner(EpisodicMethod):
     def compile(self, backend: str) -> None:
         # The whole adaptation and query loss, vmapped over tasks: the network alone would
         # run inside functorch's transforms, where a compiled module runs as written.
-        self._query_losses = torch.compile(self.inner.batched_query_loss, backend=backend)
+        self.query_losses = torch.compile(self.inner.batched_query_loss, backend=backend)
 
     def meta_train_step(self, batch: TaskBatch) -> dict[str, float]:
         with self.inner.threads(self.buffers):
             return self._meta_train_step(batch)
 
     def _meta_train_step(self, batch: TaskBatch) -> dict[str, float]:
-        query_losses = getattr(self, "_query_losses", self.inner.batched_query_loss)
-        losses = query_losses(self.params, self.buffers, batch, self.config.inner_steps)
+        losses = self.query_losses(self.params, self.buffers, batch, self.config.inner_steps)
         loss = losses.mean()
         self.optimizer.zero_grad(set_to_none=True)
         if self.modulation_optimizer is not None:
