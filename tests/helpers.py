@@ -284,6 +284,9 @@ def tiny_run(method: str, data: Path) -> tuple[str, list[str], str]:
     """``(benchmark, settings, final metric)`` of a run of ``method`` of a second or two:
     the benchmark :func:`benchmark_for` picks, tiny settings, generated image fixtures
     written under ``data`` where the benchmark needs them."""
+    import dataclasses
+
+    from methods.registry import METHODS
     from tests.image_fixtures import write_mnist, write_omniglot
 
     benchmark = benchmark_for(method)
@@ -293,4 +296,9 @@ def tiny_run(method: str, data: Path) -> tuple[str, list[str], str]:
     if benchmark == "osaka-omniglot-p0.9":
         write_omniglot(data), write_mnist(data, "mnist"), write_mnist(data, "fashion_mnist")
         return benchmark, [*OSAKA_TINY, "--data-root", str(data)], "final/cumulative_accuracy"
-    return benchmark, [*TINY, "--set", "eval_chunk=50"], "final/test_loss"
+    settings = [*TINY, "--set", "eval_chunk=50"]
+    config = METHODS.get(method).value.cls.Config
+    if "analysis_tasks" in {f.name for f in dataclasses.fields(config)}:
+        # The in-context learners' analyses run whole, on 200 tasks each (not 2,000-10,000).
+        settings += ["--set", "analysis_tasks=200"]
+    return benchmark, settings, "final/test_loss"

@@ -23,17 +23,20 @@ def _losses(tasks, etas, gammas):
     mapped by (I - gamma_k X^T X) after step k); the query's 0.5 squared error."""
     x, y, xq, yq = tasks
     n = x.shape[1]
-    w = np.zeros((len(x), x.shape[2]))
+    w = np.zeros((len(x), x.shape[2], 1))
+    # Batched matrix products, not einsum: NumPy's einsum does not call BLAS for these, and
+    # the same sums in matmul take half the time (results equal to rounding).
     for k, eta in enumerate(etas):
-        residual = np.einsum("tnd,td->tn", x, w) - y
-        w = w - eta / n * np.einsum("tnd,tn->td", x, residual)
+        residual = x @ w - y[..., None]
+        w = w - eta / n * (x.transpose(0, 2, 1) @ residual)
         gamma = 0.0 if gammas is None else gammas[k]
         if gamma:
-            gram = np.einsum("tnd,tne->tde", x, x)
+            gram = x.transpose(0, 2, 1) @ x
             # Transforming the inputs re-expresses the same predictor: w <- (I - g G)^-1 w.
-            x = x - gamma * np.einsum("tnd,tde->tne", x, gram)
-            xq = xq - gamma * np.einsum("td,tde->te", xq, gram)
-            w = np.linalg.solve(np.eye(x.shape[2]) - gamma * gram, w[..., None])[..., 0]
+            x = x - gamma * (x @ gram)
+            xq = xq - gamma * (xq[:, None, :] @ gram)[:, 0]
+            w = np.linalg.solve(np.eye(x.shape[2]) - gamma * gram, w)
+    w = w[..., 0]
     return 0.5 * (np.einsum("td,td->t", xq, w) - yq) ** 2
 
 

@@ -311,3 +311,19 @@ def test_a_model_trained_on_a_task_pool_reports_its_loss_on_the_pools_tasks():
     pred = method.predict(batch.support_x, batch.support_y, batch.query_x)
     expected = (0.5 * (pred - batch.query_y).pow(2)).mean().item()
     assert icl_analyses.pool_loss(method, source) == pytest.approx(expected, rel=1e-6)
+
+
+# -- the analyses' size ---------------------------------------------------------------------
+def test_analysis_tasks_sizes_every_analysis_and_is_no_part_of_a_default_plans_identity():
+    """``analysis_tasks`` replaces each analysis' own sample size (the alignment equals one
+    measured directly on that many tasks, with the GD rate fitted on as many); unset, the
+    alignment is the one on 10,000 tasks (every built-in plan hashes as before:
+    tests/test_settings_layers.py)."""
+    plain, sized = _plan("lsa"), _plan("lsa", analysis_tasks=300)
+    assert plain.config_hash() != sized.config_hash()
+    for plan, tasks in ((sized, 300), (plain, 10_000)):
+        method = build_method(plan)
+        final = icl_analyses.analyse(method, plan.source, MemoryRecorder(), seed=0)
+        direct = icl_analyses.gd_alignment(method, plan.source, tasks=tasks, seed=0)
+        assert final["final/align/pred_diff"] == direct["final/align/pred_diff"], tasks
+        assert final["final/align/gd_eta"] == direct["final/align/gd_eta"], tasks

@@ -62,16 +62,18 @@ def test_predictions_after_adaptation_match_ours():
 
 @pytest.mark.slow
 def test_the_leaderboard_numbers_match_ours_for_the_same_seeds(tmp_path):
-    """Three seeds of maml and l2l_maml, 500 iterations on sinusoid-5shot: the same
+    """Three seeds of maml and l2l_maml, 250 iterations on sinusoid-5shot: the same
     initial weights and tasks give the same test loss up to float32 rounding of two
-    orderings of the same sums."""
+    orderings of the same sums (a step's predictions are compared exactly by
+    test_predictions_after_adaptation_match_ours; here the whole training loop and the
+    board)."""
     import benchmarks
 
     store = f"sqlite:///{tmp_path / 'mlflow.db'}"
     losses = {}
     for method in ("maml", "l2l_maml"):
         for seed in range(3):
-            result = benchmarks.run(method, seed=seed, iterations=500, test_tasks=500,
+            result = benchmarks.run(method, seed=seed, iterations=250, test_tasks=500,
                                     tracking_uri=store)  # fmt: skip
             losses[method, seed] = result["test_loss"]
     for seed in range(3):

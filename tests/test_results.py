@@ -24,8 +24,6 @@ from tests.helpers import (
     free_port,
     leaderboard_json,
     python_env,
-    serve_store,
-    stop_server,
 )
 from tests.image_fixtures import write_mnist
 
@@ -390,76 +388,88 @@ def test_a_new_store_has_no_empty_default_experiment_and_an_old_one_keeps_its(tm
     assert names == ["Default", "sinusoid-5shot"]
 
 
-def test_ui_serves_the_store_on_localhost(populated):
-    store, root = populated
-    port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "benchmarks", "ui", "--tracking-uri", store, "--port", str(port)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        env=python_env(),
-        cwd=Path(root),
-    )
-    try:
-        # The address is announced only once the server answers: right after the line,
-        # the page loads at once.
-        first = process.stdout.readline().decode()
-        assert first.startswith(f"starting the MLflow UI on port {port}")
-        announced = next((line.decode() for line in process.stdout  # MLflow's own lines too
-                          if line.startswith(b"MLflow UI at ")), "")  # fmt: skip
-        assert announced.startswith("MLflow UI at http://127.0.0.1:")
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=5) as response:
-            status = response.status
-        assert status == 200
-        # One server process and one worker: no job runner and its seven consumers.
-        import psutil
-
-        children = psutil.Process(process.pid).children(recursive=True)
-        assert len(children) <= 3, [" ".join(c.cmdline()[:4]) for c in children]
-        assert not [c for c in children if "huey" in " ".join(c.cmdline())]
-    finally:
-        process.terminate()
-        process.communicate(timeout=30)
-    assert f"http://127.0.0.1:{port}/#/experiments?workflowType=machine_learning" in announced
-
-
-def test_the_three_store_readers_read_the_same_runs(store, capsys):
-    """SQLite read directly, a real tracking server through REST, and the MLflow client:
-    the same runs, tags, params and final metrics (NaN kept as NaN), the same sweep-cell
-    filter, and the same leaderboard printed through the server as from the file."""
-    from benchmarks.results.leaderboards import read_runs
-    from benchmarks.store.reader import ClientReader, RestReader, open_reader
-
+@pytest.fixture(scope="module")
+def served(tmp_path_factory, _store_template):
+    """``python -m benchmarks ui`` over a store of four runs (two seeds of one configuration,
+    a KILLED run, a diverged one): ``(store, port, first line, the announced address)``.
+    One MLflow server serves both tests below: the ui command's, and the REST reader's."""
+    root = tmp_path_factory.mktemp("served")
+    db = root / "store" / "mlflow.db"
+    db.parent.mkdir()
+    shutil.copyfile(_store_template, db)
+    store = f"sqlite:///{db}"
     fake_run(store, "maml", 0, {"final/test_loss": 0.5, "final/train_time_s": 3.0})
     # Another seed of the same configuration: the direct reader reads the configuration's
     # params once and each run's seed, device and data root on top.
     fake_run(store, "maml", 1, {"final/test_loss": 0.75})
     fake_run(store, "fomaml", 1, {"final/test_loss": 0.25}, status="KILLED")
     fake_run(store, "metasgd", 0, {"final/test_loss": math.nan})  # a diverged run
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "benchmarks", "ui", "--tracking-uri", store, "--port", str(port)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        env=python_env(),
+        cwd=root,
+    )
+    try:
+        # The address is announced only once the server answers: right after the line,
+        # the page loads at once.
+        first = process.stdout.readline().decode()
+        announced = next((line.decode() for line in process.stdout  # MLflow's own lines too
+                          if line.startswith(b"MLflow UI at ")), "")  # fmt: skip
+        yield store, port, process, first, announced
+    finally:
+        process.terminate()
+        process.communicate(timeout=30)
+
+
+def test_ui_serves_the_store_on_localhost(served):
+    _, port, process, first, announced = served
+    assert first.startswith(f"starting the MLflow UI on port {port}")
+    assert announced.startswith("MLflow UI at http://127.0.0.1:")
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=5) as response:
+        status = response.status
+    assert status == 200
+    # One server process and one worker: no job runner and its seven consumers.
+    import psutil
+
+    children = psutil.Process(process.pid).children(recursive=True)
+    assert len(children) <= 3, [" ".join(c.cmdline()[:4]) for c in children]
+    assert not [c for c in children if "huey" in " ".join(c.cmdline())]
+    assert f"http://127.0.0.1:{port}/#/experiments?workflowType=machine_learning" in announced
+
+
+def test_the_three_store_readers_read_the_same_runs(served, capsys):
+    """SQLite read directly, a real tracking server through REST (the ui command's), and the
+    MLflow client: the same runs, tags, params and final metrics (NaN kept as NaN), the same
+    sweep-cell filter, and the same leaderboard printed through the server as from the
+    file."""
+    from benchmarks.results.leaderboards import read_runs
+    from benchmarks.store.reader import ClientReader, RestReader, open_reader
+
+    store, port, _, _, announced = served
+    assert announced, "the ui server did not start"
     tracker = MlflowTracker(store)
     experiment = tracker.experiment_id("sinusoid-5shot", create=False)
-    port = free_port()
-    server = serve_store(store, port)
-    try:
-        rest = RestReader(f"http://127.0.0.1:{port}")
-        readers = {"sqlite": open_reader(store), "rest": rest,
-                   "client": ClientReader(tracker.client)}  # fmt: skip
-        assert {n: r.experiment_id("sinusoid-5shot") for n, r in readers.items()} == dict.fromkeys(
-            readers, experiment
-        )
-        assert all(r.experiment_id("nope") is None for r in readers.values())
-        read = {n: sorted(read_runs(r, experiment), key=lambda x: x.run_id)
-                for n, r in readers.items()}  # fmt: skip
-        hashes = {r.config_hash for r in read["sqlite"] if r.method == "maml"}
-        some = {n: read_runs(r, experiment, ("mesabench.config_hash", hashes))
-                for n, r in readers.items()}  # fmt: skip
-        assert main(["leaderboard", "--tracking-uri", store, "--format", "csv"]) == 0
-        from_file = capsys.readouterr().out
-        assert main(["leaderboard", "--tracking-uri", f"http://127.0.0.1:{port}",
-                     "--format", "csv"]) == 0  # fmt: skip
-        through_server = capsys.readouterr().out
-    finally:
-        stop_server(server)
+    rest = RestReader(f"http://127.0.0.1:{port}")
+    readers = {"sqlite": open_reader(store), "rest": rest,
+               "client": ClientReader(tracker.client)}  # fmt: skip
+    assert {n: r.experiment_id("sinusoid-5shot") for n, r in readers.items()} == dict.fromkeys(
+        readers, experiment
+    )
+    assert all(r.experiment_id("nope") is None for r in readers.values())
+    read = {n: sorted(read_runs(r, experiment), key=lambda x: x.run_id)
+            for n, r in readers.items()}  # fmt: skip
+    hashes = {r.config_hash for r in read["sqlite"] if r.method == "maml"}
+    some = {n: read_runs(r, experiment, ("mesabench.config_hash", hashes))
+            for n, r in readers.items()}  # fmt: skip
+    capsys.readouterr()
+    assert main(["leaderboard", "--tracking-uri", store, "--format", "csv"]) == 0
+    from_file = capsys.readouterr().out
+    assert main(["leaderboard", "--tracking-uri", f"http://127.0.0.1:{port}",
+                 "--format", "csv"]) == 0  # fmt: skip
+    through_server = capsys.readouterr().out
     assert len(read["sqlite"]) == 4
     seeds = sorted(r.params["seed"] for r in read["sqlite"] if r.method == "maml")
     assert seeds == ["0", "1"]

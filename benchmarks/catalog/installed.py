@@ -20,6 +20,7 @@ import dataclasses
 import functools
 import hashlib
 import inspect
+import logging
 import os
 import sys
 from collections.abc import Callable
@@ -126,6 +127,12 @@ def _load_group(group: str, kind: str, register: Callable[[str, object, str], No
                 f"plugin {kind} {ep.name!r} from {source} failed to load: "
                 f"{type(err).__name__}: {err}"
             )
+
+
+def report_plugin_errors() -> None:
+    """Log each plugin that was refused or failed to load, one line each (after loading)."""
+    for line in load_plugins():
+        logging.getLogger("mesabench").warning(line)
 
 
 def load_plugins() -> list[str]:

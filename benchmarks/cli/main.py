@@ -197,7 +197,8 @@ def parse_overrides(items: Sequence[str]) -> dict[str, str]:
 
 
 def _report_plugin_errors(console: Console) -> None:
-    from benchmarks.running.service import report_plugin_errors
+    # From the catalog, not the run service: listing imports neither MLflow nor the runner.
+    from benchmarks.catalog.installed import report_plugin_errors
 
     report_plugin_errors()
 

@@ -20,8 +20,13 @@ from benchmarks.protocols.continual import ContinualConfig, ContinualProtocol
 from benchmarks.protocols.episodic import EpisodicConfig, EpisodicProtocol
 from benchmarks.protocols.online import OnlineConfig, OnlineProtocol
 
+#: Modules of the package that hold no protocol: ``figures`` imports matplotlib (0.3 s),
+#: wanted only once a run draws its artifacts, never by ``list`` or ``show``.
+_NOT_PROTOCOLS = {"figures"}
+
 for _module in pkgutil.iter_modules(__path__):
-    importlib.import_module(f"{__name__}.{_module.name}")
+    if _module.name not in _NOT_PROTOCOLS:
+        importlib.import_module(f"{__name__}.{_module.name}")
 
 __all__ = [
     "PROTOCOLS",

@@ -28,7 +28,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from benchmarks.catalog.installed import benchmark_spec, load_plugins
+from benchmarks.catalog.installed import benchmark_spec, report_plugin_errors
 from benchmarks.planning.plan import DEFAULT_BENCHMARK, RunPlan, plan_from_dict, plan_run
 from benchmarks.protocols import PROTOCOLS
 from benchmarks.running.console import (
@@ -90,11 +90,6 @@ class StartedRun:
         if self.claim is not None:
             self.claim.release()
             self.claim = None
-
-
-def report_plugin_errors() -> None:
-    for line in load_plugins():
-        log.warning(line)
 
 
 def _begin(plan: RunPlan, data_files: list, tracker: MlflowTracker, method_source: str,

@@ -27,6 +27,7 @@ import torch
 from torch import Tensor
 
 from mesabench_datasets.tasks import TaskSource, seeded_generator
+from methods.analyses.sizes import analysis_tasks
 from methods.api import EpisodicMethod
 from methods.common.losses import per_task_loss
 from methods.reference.algorithms import gd_token_predict, optimal_one_step_rate, ridge_predict
@@ -46,6 +47,10 @@ def is_linear_regression(source: TaskSource) -> bool:
 
 #: Tasks of the alignment measured at each meta-validation (a cheap look, not the final one).
 MONITOR_TASKS = 1000
+#: Tasks the GD rate is fitted on, and the final alignment measured on.
+FIT_TASKS = 10_000
+#: Tasks of the context and OOD curves (each point) and of the training-pool loss.
+CURVE_TASKS = 2000
 
 
 def monitor(method, source: TaskSource, seed: int) -> dict[str, float]:
@@ -54,8 +59,10 @@ def monitor(method, source: TaskSource, seed: int) -> dict[str, float]:
         return {}
     eta = getattr(method, "_monitor_eta", None)
     if eta is None:  # fitted once per run, on tasks of its own
-        eta = method._monitor_eta = fitted_gd_rate(source, method.device, seed=seed)
-    aligned = gd_alignment(method, source, tasks=MONITOR_TASKS, seed=seed, eta=eta)
+        eta = method._monitor_eta = fitted_gd_rate(
+            source, method.device, tasks=analysis_tasks(method, FIT_TASKS), seed=seed)
+    aligned = gd_alignment(method, source, tasks=analysis_tasks(method, MONITOR_TASKS),
+                           seed=seed, eta=eta)  # fmt: skip
     return {k.replace("final/align/", "monitor/align/"): v for k, v in aligned.items()
             if not k.endswith("gd_eta")}  # fmt: skip
 
@@ -66,11 +73,12 @@ def analyse(method, source: TaskSource, log, seed: int) -> dict[str, float]:
     if not is_linear_regression(source):
         return {}
     began = time.perf_counter()
-    final = gd_alignment(method, source, seed=seed)
+    final = gd_alignment(method, source, tasks=analysis_tasks(method, FIT_TASKS), seed=seed)
     final["final/align/wall_time_s"] = time.perf_counter() - began
-    final.update(context_and_ood_curves(method, source, log, seed=seed))
+    tasks = analysis_tasks(method, CURVE_TASKS)
+    final.update(context_and_ood_curves(method, source, log, tasks=tasks, seed=seed))
     if getattr(source.config, "task_pool", 0):
-        final["final/pool/train_loss"] = pool_loss(method, source, seed=seed)
+        final["final/pool/train_loss"] = pool_loss(method, source, tasks=tasks, seed=seed)
     return final
 
 
@@ -96,7 +104,7 @@ def _with_sensitivity(predict, sx: Tensor, sy: Tensor, qx: Tensor) -> tuple[Tens
 def gd_alignment(
     method: EpisodicMethod,
     source: TaskSource,
-    tasks: int = 10_000,
+    tasks: int = FIT_TASKS,
     seed: int = 0,
     chunk: int = 2000,
     eta: float | None = None,
@@ -146,7 +154,7 @@ INPUT_SCALES = (0.5, 0.75, 1.0, 1.5, 2.0)
 TEACHER_SCALES = (0.5, 1.0, 2.0, 3.0, 5.0)
 
 
-def fitted_gd_rate(source: TaskSource, device, tasks: int = 10_000, seed: int = 0) -> float:
+def fitted_gd_rate(source: TaskSource, device, tasks: int = FIT_TASKS, seed: int = 0) -> float:
     fit = source.sample(tasks, seeded_generator(FIT, seed, device=device))
     num, den = optimal_one_step_rate(*fit)
     return (num / den).item() * fit.support_x.shape[1]
@@ -220,7 +228,8 @@ def context_and_ood_curves(
     """Log loss-vs-context (and alignment-vs-context) and OOD curves (model, GD, ridge, and
     GD++ with as many steps as the model has layers) and return their values as final
     metrics."""
-    eta = fitted_gd_rate(source, method.device, seed=seed)
+    eta = fitted_gd_rate(source, method.device, tasks=analysis_tasks(method, FIT_TASKS),
+                         seed=seed)  # fmt: skip
     gdpp = fitted_gdpp(
         source,
         getattr(method.config, "layers", 1),
@@ -309,7 +318,9 @@ def lsa_weight_analyses(method, source: TaskSource, recorder, tasks: int = 2000,
     from methods.analyses.figures import lsa_weights_figure
     from methods.layers.attention import attention_products, gd_construction, update_from_products
 
-    eta = fitted_gd_rate(source, method.device, seed=seed)
+    eta = fitted_gd_rate(source, method.device, tasks=analysis_tasks(method, FIT_TASKS),
+                         seed=seed)  # fmt: skip
+    tasks = analysis_tasks(method, tasks)
     batch = source.sample(tasks, seeded_generator(ANALYSIS, seed, 2, device=method.device))
     sx, sy, qx, qy = batch
 
@@ -322,8 +333,9 @@ def lsa_weight_analyses(method, source: TaskSource, recorder, tasks: int = 2000,
     with torch.no_grad():
         for damp in DAMPENINGS:
             model_curve, gd_curve = [], []
+            by_depth = method.predictions_by_depth([block] * REPEATS[-1], sx, sy, qx, damp)
             for k in REPEATS:
-                model = loss(method.run_layers([block] * k, sx, sy, qx, damp))
+                model = loss(by_depth[k - 1])
                 gd = loss(gd_token_predict(sx, sy, qx, [damp * eta] * k))
                 model_curve.append((k, model))
                 gd_curve.append((k, gd))
@@ -402,6 +414,7 @@ def gdpp_extraction(method, source: TaskSource, tasks: int = 10_000, seed: int =
     dim, n = source.problem.input_shape[0], source.problem.context_size
     with torch.no_grad():
         eta, gamma = gdpp_parameters(method.layer(0).attention, dim, n)
+        tasks = analysis_tasks(method, tasks)
         batch = source.sample(tasks, seeded_generator(ANALYSIS, seed, 3, device=method.device))
         x = batch.support_x.double()
         largest = torch.linalg.eigvalsh(x.transpose(1, 2) @ x)[:, -1]
@@ -428,9 +441,11 @@ def interleaved_ablations(method, source: TaskSource, tasks: int = 2000, seed: i
     the ablation leaves its loss unchanged; where it does not, the first layer also computes
     on the query. (Which slots the copy writes is the model's choice, positions included:
     no cut of the context's update says "copying only".)"""
+    tasks = analysis_tasks(method, tasks)
     batch = source.sample(tasks, seeded_generator(ANALYSIS, seed, 4, device=method.device))
     sx, sy, qx, qy = batch
-    eta = fitted_gd_rate(source, method.device, seed=seed)
+    eta = fitted_gd_rate(source, method.device, tasks=analysis_tasks(method, FIT_TASKS),
+                         seed=seed)  # fmt: skip
     first, second = method.layer(0), method.layer(1)
     m = method.outputs
 
@@ -477,5 +492,6 @@ def gdssm_parameters(method, source: TaskSource, built: dict[str, Tensor],
             "final/gdssm/readout_cosine": cosine(readout, built["readout"][-m:]),
             "final/gdssm/decay_mean": layer.decay[:dim, -m:].mean().item(),
             "final/gdssm/eta": float(rate),
-            "final/gdssm/gd_eta": fitted_gd_rate(source, method.device, seed=seed),
+            "final/gdssm/gd_eta": fitted_gd_rate(
+                source, method.device, tasks=analysis_tasks(method, FIT_TASKS), seed=seed),
         }

@@ -21,6 +21,7 @@ from mesabench_datasets.tokens import (
     query_tokens,
     read_prediction,
 )
+from methods.analyses.sizes import AnalysisSettings
 from methods.api import SHARED_SETTINGS, ArtifactLog, EpisodicMethod
 from methods.common.losses import per_task_loss
 from methods.layers.attention import LSABlock
@@ -153,7 +154,7 @@ def feature_map(dim: int, width: int) -> nn.Module:
 
 
 @dataclass(frozen=True)
-class LSAConfig:
+class LSAConfig(AnalysisSettings):
     layers: int = param(1, min=1, help="attention layers (K)")
     heads: int = param(1, min=1)
     tied: bool = param(False, help="one layer's weights repeated K times (recurrent)")
@@ -298,16 +299,23 @@ class LSATransformer(InContextMethod):
 
     def run_layers(self, layers, support_x, support_y, query_x, dampening: float) -> Tensor:
         """Predictions after ``layers`` in turn, each update scaled by ``dampening``."""
+        return self.predictions_by_depth(layers, support_x, support_y, query_x, dampening)[-1]
+
+    def predictions_by_depth(self, layers, support_x, support_y, query_x,
+                             dampening: float) -> list[Tensor]:  # fmt: skip
+        """The predictions after each of ``layers`` in turn (the k-th: the first k layers
+        applied): a repeated layer's curve over depth in one pass, not one pass per depth."""
         context, queries = self.tokens(support_x, support_y, query_x)
-        clip = self.config.clip
+        clip, m = self.config.clip, self.outputs
+        predictions = []
         for layer in layers:
             new_context, new_queries = layer(context, queries)
             context = context + dampening * (new_context - context)
             queries = queries + dampening * (new_queries - queries)
             if clip > 0:
                 context, queries = context.clamp(-clip, clip), queries.clamp(-clip, clip)
-        m = self.outputs
-        return read_prediction(queries, m).reshape(query_x.shape[0], query_x.shape[1], m)
+            predictions.append(read_prediction(queries, m).reshape(*query_x.shape[:2], m))
+        return predictions
 
 
 def copy_gd_construction(dim: int, outputs: int, context_size: int,
@@ -348,7 +356,7 @@ def set_copy_gd_rate(layer, eta: float | Tensor, context_size: int, outputs: int
 
 
 @dataclass(frozen=True)
-class GDConfig:
+class GDConfig(AnalysisSettings):
     steps: int = param(1, min=1, help="GD steps (K)")
     lr: float = param(1e-2, min=0.0, help="Adam lr of the per-step rates (K > 1 or GD++)")
     tied: bool = param(
@@ -424,7 +432,7 @@ class GDPlusPlusReference(GDReference):
 
 
 @dataclass(frozen=True)
-class RidgeConfig:
+class RidgeConfig(AnalysisSettings):
     lam: float = param(1e-3, min=0.0, help="ridge strength (0: minimum-norm least squares)")
 
 

@@ -17,6 +17,7 @@ from mesabench_core import ConfigError, IncompatibleSetting, param
 from mesabench_datasets.tasks import Problem, TaskBatch, TaskSource, seeded_generator
 from methods.analyses.probes import is_autoregressive_regression, probe_analysis
 from methods.analyses.repurpose import repurposing_scores
+from methods.analyses.sizes import AnalysisSettings
 from methods.api import ArtifactLog
 from methods.common.losses import per_task_loss
 from methods.in_context.regression import InContextMethod
@@ -107,7 +108,7 @@ MIXERS: dict[str, Callable[[int, SequenceConfig], CausalMixer]] = {
 
 
 @dataclass(frozen=True)
-class SequenceConfig:
+class SequenceConfig(AnalysisSettings):
     mixer: Literal["mesa", "linear", "softmax", "deltanet", "gla", "gd_ssm"] = param(
         "mesa",
         help="the layer stacked: mesa, causal linear or softmax attention, "
@@ -282,7 +283,7 @@ def constructed_tokens(sequence: Tensor) -> Tensor:
 
 
 @dataclass(frozen=True)
-class LeastSquaresConfig:
+class LeastSquaresConfig(AnalysisSettings):
     lam: float = param(0.0, min=0.0, help="ridge strength (0: minimum-norm least squares)")
 
 
@@ -341,7 +342,7 @@ def autoregressive_least_squares(sequence: Tensor, lam: float) -> Tensor:
 
 
 @dataclass(frozen=True)
-class AutoregressiveGDConfig:
+class AutoregressiveGDConfig(AnalysisSettings):
     eta: float = param(0.0, min=0.0, help="a fixed rate (0: the rate fitted in closed form on "
                        "the training sequences)")
 

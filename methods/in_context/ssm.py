@@ -30,6 +30,7 @@ from mesabench_datasets.tokens import (
     query_tokens,
     read_prediction,
 )
+from methods.analyses.sizes import AnalysisSettings
 from methods.in_context.regression import InContextMethod, feature_map
 from methods.layers.mesa import CausalMixer
 from methods.registry import register_method
@@ -182,7 +183,7 @@ class NaturalSequenceMethod(InContextMethod):
 
 
 @dataclass(frozen=True)
-class GDSSMConfig:
+class GDSSMConfig(AnalysisSettings):
     layers: int = param(1, min=1, help="stacked GD-SSM layers")
     embed: int = param(0, min=0, help="width of a learned MLP feature map phi(x) (0: raw x)")
     head: Literal["none", "mlp", "gated"] = param(
@@ -265,7 +266,7 @@ class GDSSM(InContextMethod):
 
 
 @dataclass(frozen=True)
-class RecurrentConfig:
+class RecurrentConfig(AnalysisSettings):
     hidden: int = param(64, min=1)
     layers: int = param(1, min=1)
     lr: float = param(1e-3, min=0.0)
