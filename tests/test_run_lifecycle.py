@@ -615,3 +615,54 @@ def test_one_writer_per_run_a_live_run_and_a_second_resume_are_refused(store, ru
     again = _started([*base, "--resume", live.info.run_id, "--tracking-uri", store])
     again.send_signal(signal.SIGINT)
     assert again.wait(timeout=120) == 130
+
+
+def test_runs_that_record_the_same_data_at_one_moment_all_record_it(store):
+    """Cells of one sweep start together and log the same datasets: MLflow checks for the
+    dataset, then inserts it, so all but one found it missing and failed on its unique
+    constraint (a table's cell left RUNNING, seen under load). Eight runs at a barrier,
+    three times over: every one records its three splits."""
+    for round_ in range(3):
+        trackers = []
+        for seed in range(8):
+            tracker = MlflowTracker(store)
+            tracker.start(plan_run("maml", "sinusoid-5shot", 8 * round_ + seed, {},
+                                   device="cpu"), "built-in")  # fmt: skip
+            trackers.append(tracker)
+        barrier, errors = threading.Barrier(len(trackers)), []
+
+        def record(tracker, barrier=barrier, errors=errors):
+            barrier.wait()
+            try:
+                tracker.log_datasets([])
+            except Exception as err:  # noqa: BLE001  (collected, asserted below)
+                errors.append(err)
+
+        threads = [threading.Thread(target=record, args=(t,)) for t in trackers]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert errors == []
+        client = MlflowClient(store)
+        for tracker in trackers:
+            inputs = client.get_run(tracker.run_id).inputs.dataset_inputs
+            assert sorted(i.dataset.name for i in inputs) == [
+                "sinusoid-5shot:test", "sinusoid-5shot:train", "sinusoid-5shot:validation"]
+
+
+def test_a_run_whose_start_cannot_be_recorded_is_closed_failed_with_the_reason(
+    store, monkeypatch
+):
+    """The run is written, then recording what it read fails (a store error injected at
+    that one write): it is closed FAILED with the error, never left RUNNING."""
+
+    def refuse(self, files):
+        raise RuntimeError("the store refused the datasets")
+
+    monkeypatch.setattr(MlflowTracker, "log_datasets", refuse)
+    with pytest.raises(RuntimeError, match="refused the datasets"):  # an error of ours: raised
+        main(["run", "--method", "maml", *TINY, "--tracking-uri", store])
+    (run,) = stored_runs(store)
+    assert run.info.status == "FAILED"
+    assert "the store refused the datasets" in run.data.tags["error"]

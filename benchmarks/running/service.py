@@ -111,8 +111,15 @@ def _begin(plan: RunPlan, data_files: list, tracker: MlflowTracker, method_sourc
         if claim is not None:
             claim.hold(run_id)
         record_data_files(tracker, data_files)
-    except BaseException:  # the run is written: executing it closes it as its end says
+    except BaseException as err:
+        # The run is written but will not execute: close it FAILED with the reason (never
+        # left RUNNING with no process behind it), and give its cell back.
         held.release(deliver=False)
+        try:
+            tracker.finish("FAILED", error=f"{type(err).__name__}: {err}")
+        finally:
+            if claim is not None:
+                claim.release()
         raise
     return run_id, held
 

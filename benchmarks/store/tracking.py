@@ -68,6 +68,12 @@ def git_revision() -> str | None:
     return out.stdout.strip() or None if out.returncode == 0 else None
 
 
+#: How a unique constraint's refusal reads, from SQLite, PostgreSQL and MySQL (directly or
+#: through a tracking server's error text).
+_DUPLICATE_SIGNS = ("UNIQUE constraint failed", "duplicate key value", "Duplicate entry",
+                    "IntegrityError")
+
+
 class RunClosedElsewhere(RuntimeError):
     """Another process closed this run while it was silent (paused past the stale limit)."""
 
@@ -523,7 +529,16 @@ class MlflowTracker:
             digest = hashlib.sha256(f"{split}:{content}".encode()).hexdigest()[:16]
             dataset = Dataset(f"{benchmark}:{split}", digest, source_type, source[:60000])
             inputs.append(DatasetInput(dataset, [InputTag("mlflow.data.context", split)]))
-        self.client.log_inputs(self.run_id, datasets=inputs)
+        # Runs of one experiment that log the same dataset at one moment each find it missing
+        # and insert it: MLflow's check-then-insert fails the later on the unique constraint.
+        # Tried again, it finds the row the other wrote and links this run to it.
+        for attempt in range(3):
+            try:
+                self.client.log_inputs(self.run_id, datasets=inputs)
+                return
+            except Exception as err:
+                if attempt == 2 or not any(sign in str(err) for sign in _DUPLICATE_SIGNS):
+                    raise
 
     def save_learner(self, state: dict[str, Any], name: str) -> None:
         """``learner/NAME.pt``: the method's state with the run's resolved config and id, so
