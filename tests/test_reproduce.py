@@ -494,3 +494,41 @@ def test_sparse_maml_tables_hold_the_thesis_numbers_and_settings():
         assert relations and all(c.check == "at_least" and c.tolerance == 0
                                  and c.provenance == "published" and cite in c.cite
                                  for c in relations)  # fmt: skip
+
+
+def test_mesa_tables_label_what_the_thesis_states_and_what_is_the_suites():
+    """The thesis ch. 3 tables after the re-read: a relation the thesis states is published
+    and cites its figure, section or appendix; the suite's own lines (the 1-head layer, the
+    gradient-step probe, the sanity controls, the copy tests, the untuned end-of-pair token)
+    are derived; the inverse probe is held after the last layer too (Fig. 3.3C), and two
+    heads at or below one (app. 3.7.3.1)."""
+    names = ("mesa-lindyn", "mesa-one-step", "mesa-lindyn-depth", "mesa-probes",
+             "mesa-hybrids", "mesa-repurpose", "mesa-lm")  # fmt: skip
+    held = [c for name in names for c in _table(name).claims
+            if c.versus is not None or c.target is not None]  # fmt: skip
+    derived = {c.label for c in held if c.provenance == "derived"}
+    assert derived == {
+        "1 causal linear-attention layer, 1 head(s) = one GD step (paired)",
+        "the next state: after layer 6 above the input",
+        "one gradient step's prediction: after layer 3 above the input",
+        "1 mesa layer alone (no copy layer): above the hybrid",
+        "its attention replaced by an exact copy of t - 1: within 10% of it",
+        "its copy layer removed: at least twice its loss",
+        *(f"mesa, plain prompt, {n} pairs: above end-of-pair (paired)" for n in (2, 5, 10, 15)),
+    }
+    for claim in held:
+        if claim.provenance == "derived":
+            assert claim.cite.startswith("our"), claim.label
+        else:
+            assert claim.provenance == "published", claim.label
+            assert claim.cite.startswith("thesis ") and any(
+                where in claim.cite for where in ("Fig. ", "sec. ", "app. ")), claim.label
+    probes = {c.label: c for c in _table("mesa-probes").claims}
+    for layer in (3, 6):
+        line = probes[f"the preconditioned state R_t s_t: after layer {layer} above the input"]
+        assert line.versus == "the preconditioned state R_t s_t, after the input tokens"
+        assert "Fig. 3.3C" in line.cite and line.check == "at_least"
+    heads = {c.label: c for c in _table("mesa-one-step").claims}[
+        "1 causal linear-attention layer: 2 heads at or below 1 head (paired)"]
+    assert (heads.check, heads.tolerance, heads.settings) == ("at_most", 0.0, {"heads": "2"})
+    assert "app. 3.7.3.1" in heads.cite
