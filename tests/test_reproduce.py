@@ -267,10 +267,13 @@ def test_the_one_step_table_reproduces_at_the_quick_preset(tmp_path):
     """icml23-one-step end to end through the command line at the quick preset, two seeds
     (one gives no interval, so no verdict): the GD lines are the closed form's and the
     code's numbers (a fitted rate, no training to speak of), so they must be reproduced;
-    then --no-run prints the same markdown."""
+    then --no-run prints the same markdown. Only the GD lines run (--lines): the trained
+    LSA they are compared with is held to one GD step at the same settings, trained
+    longer, by test_in_context.py::test_trained_one_layer_lsa_matches_one_gd_step."""
     store = f"sqlite:///{tmp_path / 'mlflow.db'}"
     command = [sys.executable, "-m", "benchmarks", "reproduce", "icml23-one-step", "--seeds",
-               "0,1", "--warm", "--markdown", "--tracking-uri", store]  # fmt: skip
+               "0,1", "--lines", "one GD step", "--warm", "--markdown",
+               "--tracking-uri", store]  # fmt: skip
     first = subprocess.run(command, env=python_env(), capture_output=True, text=True,
                            timeout=900)  # fmt: skip
     assert first.returncode == 0, first.stderr[-3000:]
