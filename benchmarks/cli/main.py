@@ -187,6 +187,12 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--markdown", action="store_true", help="print the RESULTS.md table")
     rep.add_argument("--figure", default=None, metavar="FOLDER",
                      help="draw the table's figure from the store into FOLDER (PNG and CSV)")
+    rep.add_argument("--no-shipped", action="store_true",
+                     help="judge from this store's runs alone (default: the table's shipped "
+                     "runs, shipped_runs/TABLE.mesabundle, are imported first; only missing "
+                     "cells run)")
+    rep.add_argument("--ship", action="store_true",
+                     help="then write the table's judged runs to its shipped bundle")
     rep.add_argument("--tracking-uri", default=None)
     rep.add_argument("--data-root", default=None, help="folder with real datasets")
     return parser
@@ -378,6 +384,7 @@ def cmd_reproduce(args, console: Console) -> int:
         write_figure,
     )
     from benchmarks.published.tables import TABLES, check_preset, table_named
+    from benchmarks.store.shipped import import_shipped, ship_table, table_bundle
     from benchmarks.store.tracking import MlflowTracker
 
     if args.list:
@@ -400,6 +407,8 @@ def cmd_reproduce(args, console: Console) -> int:
     _report_plugin_errors(console)
     tracker = MlflowTracker(args.tracking_uri)
     say = (lambda line: log.info(line)) if args.markdown else console.print
+    if not args.no_shipped and table_bundle(table.name).exists():
+        import_shipped(tracker, [table_bundle(table.name)], say=say)
     outcome = reproduce(
         table, tracker, args.preset, args.seeds, args.workers, args.warm,
         run=not args.no_run, data_root=args.data_root, progress=say, lines=args.lines,
@@ -412,6 +421,9 @@ def cmd_reproduce(args, console: Console) -> int:
         else:
             link = _link(png)
             say(f"figure: {png} (its data: {png.with_suffix('.csv')})")
+    if args.ship:
+        written = ship_table(outcome, tracker)
+        say(f"shipped {written}")
     if args.markdown:
         sys.stdout.write(markdown(outcome, tracker.uri, args.lines, args.data_root, link))
     else:

@@ -50,6 +50,12 @@ def add_commands(sub) -> None:
     )
     board.add_argument("--no-references", action="store_true", help="hide published rows")
     board.add_argument(
+        "--shipped", action="store_true",
+        help="first import the suite's shipped runs of the board's benchmark(s) (shipped_runs/, "
+        "each run once, marked imported): rank a new method beside them without re-running "
+        "them",
+    )  # fmt: skip
+    board.add_argument(
         "--refuse-flagged",
         action="store_true",
         help="list rows the protocol linter flags apart instead of ranking them",
@@ -103,6 +109,23 @@ def add_commands(sub) -> None:
         action="store_true",
         help="close the stale runs as FAILED ('lost: no heartbeat since T')",
     )
+
+
+def _import_shipped(args, console: Console) -> None:
+    """``--shipped``: the shipped runs of the chosen benchmark (of every one, with --all)
+    into the store, before it is read."""
+    from benchmarks.catalog.installed import benchmark_spec
+    from benchmarks.store.shipped import import_shipped, shipped_bundles, shipped_folder
+    from benchmarks.store.tracking import MlflowTracker
+
+    wanted = None if args.all else {benchmark_spec(args.benchmark or "sinusoid-5shot").name}
+    bundles = shipped_bundles()
+    if not bundles:
+        raise ResultsUsageError(f"--shipped: no bundles in {shipped_folder()}")
+    tracker = MlflowTracker(args.tracking_uri)
+    added = import_shipped(tracker, bundles, wanted)
+    # On stderr: a CSV or JSON board on stdout stays clean.
+    sys.stderr.write(f"shipped runs: {added} imported from {shipped_folder()}\n")
 
 
 def _selection(parser) -> None:
@@ -255,6 +278,8 @@ def cmd_leaderboard(args, console: Console) -> int:
     if not group_by:
         raise ResultsUsageError("--group-by needs at least one key")
     output = None if args.output is None else _writable(args.output, "file")
+    if args.shipped:
+        _import_shipped(args, console)
     boards = _boards(
         args,
         open_reader(args.tracking_uri),

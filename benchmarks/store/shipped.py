@@ -1,0 +1,92 @@
+"""The suite's own runs, shipped with it: the runs behind docs/RESULTS.md, one bundle per
+published table in the repository's ``shipped_runs/`` folder (``shipped_runs/<table>.mesabundle``).
+
+``reproduce TABLE`` imports the table's shipped bundle into the store before it runs
+anything, so only the cells missing from both are run (a table too large for one sitting is
+assembled over several, each adding its bundle's runs); ``leaderboard --shipped`` imports
+the shipped runs of the boards it shows, so that a new method ranks beside the suite's
+baselines, paired by seed, without running them again. ``reproduce TABLE --ship`` writes the
+table's judged runs back to its bundle. Imports are ``import``'s: each run once, marked
+imported on every board (docs/bundles.md).
+
+``MESABENCH_SHIPPED_RUNS`` names another folder (a lab's own set of reference runs).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+from benchmarks.store.bundles import SUFFIX, Bundle, check_installed, import_bundle, read_bundle
+
+FOLDER_ENV = "MESABENCH_SHIPPED_RUNS"
+
+
+def shipped_folder() -> Path:
+    """Where the shipped bundles are: ``MESABENCH_SHIPPED_RUNS``, else the checkout's
+    ``shipped_runs/`` (beside the ``benchmarks`` package)."""
+    chosen = os.environ.get(FOLDER_ENV)
+    return Path(chosen) if chosen else Path(__file__).resolve().parents[2] / "shipped_runs"
+
+
+def table_bundle(table: str) -> Path:
+    """The shipped bundle of one published table (which may not exist yet)."""
+    return shipped_folder() / f"{table}{SUFFIX}"
+
+
+def shipped_bundles() -> list[Path]:
+    folder = shipped_folder()
+    return sorted(folder.glob(f"*{SUFFIX}")) if folder.is_dir() else []
+
+
+def import_shipped(tracker, paths: Iterable[Path], benchmarks: set[str] | None = None,
+                   say: Callable[[str], None] | None = None) -> int:  # fmt: skip
+    """Import the runs of ``paths`` (only those of ``benchmarks``, when given) into
+    ``tracker``'s store, each once; returns how many were added. A bundle that names a
+    method or benchmark not installed here is refused whole, in one line, before anything
+    is written."""
+    added = 0
+    for path in paths:
+        bundle = read_bundle(path)
+        if benchmarks is not None:
+            bundle = Bundle([r for r in bundle.runs if r["benchmark"] in benchmarks],
+                            bundle.digest, bundle.source)  # fmt: skip
+        if not bundle.runs:
+            continue
+        check_installed(bundle)
+        done = import_bundle(tracker, bundle)
+        added += len(done.added)
+        if say:
+            say(f"shipped runs ({path.name}): {len(done.added)} added, "
+                f"{len(done.present)} already in the store")  # fmt: skip
+    return added
+
+
+def ship_table(outcome, tracker) -> str:
+    """Write the runs a judged table read (``outcome``: :func:`reproduce`'s) to the table's
+    shipped bundle, beside the runs it held already: runs of other presets or seeds stay,
+    and a run imported from the bundle is kept as the bundle had it (never shipped again as
+    a new run). Final metrics only, no histories or checkpoints. Returns a one-line
+    summary."""
+    import tempfile
+
+    from benchmarks.store.bundles import SOURCE_RUN_TAG, bundle_bytes, run_body, write_bundle
+    from mesabench_core import __version__
+
+    path = table_bundle(outcome.table.name)
+    kept = {r["source_run"]: r for r in read_bundle(path).runs} if path.exists() else {}
+    before = len(kept)
+    ids = sorted({run_id for by_seed in outcome.runs.values() for run_id, _ in by_seed.values()})
+    with tempfile.TemporaryDirectory() as scratch:
+        for run_id in ids:
+            run = tracker.client.get_run(run_id)
+            if run.data.tags.get(SOURCE_RUN_TAG) in kept:
+                continue  # the shipped run itself, imported here
+            body = run_body(tracker.client, run, histories=False, scratch=Path(scratch))
+            kept[body["source_run"]] = body
+    data = bundle_bytes(kept.values(), __version__)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_bundle(path, data)
+    return (f"{path} ({len(kept)} run(s), {len(kept) - before} new; "
+            f"{len(data) / 1024:.1f} KiB)")

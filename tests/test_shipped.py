@@ -1,0 +1,113 @@
+"""Shipped runs (shipped_runs/TABLE.mesabundle): a table assembled from shipped and local runs, run
+only where cells are missing, shipped back; a new method ranked beside shipped baselines
+without re-running them. A real SQLite store, the command line in-process."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+from benchmarks.cli.main import main
+from benchmarks.published.tables import TABLES
+from benchmarks.store.bundles import IMPORTED_FROM_TAG, read_bundle
+from benchmarks.store.shipped import FOLDER_ENV
+from tests.helpers import TINY, leaderboard_json, stored_runs
+from tests.test_reproduce import TINY_TABLE
+
+TABLE = "tiny-shipped"
+
+
+@pytest.fixture
+def shipped(tmp_path, monkeypatch):
+    """An empty shipped-runs folder, and the tiny table registered under TABLE."""
+    folder = tmp_path / "runs"
+    folder.mkdir()
+    monkeypatch.setenv(FOLDER_ENV, str(folder))
+    monkeypatch.setitem(TABLES, TABLE, TINY_TABLE)
+    return folder
+
+
+def _by_seed(store: str) -> dict[tuple[str, str], str]:
+    """(method, seed) -> 'local' or 'imported', for the store's runs of the table."""
+    return {(r.data.tags["mesabench.method"], r.data.tags["mesabench.seed"]):
+            "imported" if IMPORTED_FROM_TAG in r.data.tags else "local"
+            for r in stored_runs(store) if "mesabench.method" in r.data.tags}  # fmt: skip
+
+
+def test_a_table_is_assembled_from_shipped_runs_and_runs_only_missing_cells(
+    shipped, new_store, capsys
+):
+    first, second = new_store("first"), new_store("second")
+    base = ["reproduce", TABLE, "--warm", "--workers", "2"]
+    # A first sitting runs seeds 0-1 and ships them.
+    assert main([*base, "--seeds", "0-1", "--ship", "--tracking-uri", first]) == 0
+    bundle = shipped / f"{TABLE}.mesabundle"
+    assert "4 run(s), 4 new" in capsys.readouterr().out
+    data = bundle.read_bytes()
+    # Shipping again adds nothing and writes the same bytes.
+    assert main([*base, "--seeds", "0-1", "--ship", "--tracking-uri", first]) == 0
+    assert bundle.read_bytes() == data
+    # A second sitting, elsewhere: the shipped cells are imported, only seed 2 runs.
+    capsys.readouterr()
+    assert main([*base, "--seeds", "0-2", "--ship", "--tracking-uri", second]) == 0
+    out = capsys.readouterr().out
+    assert "shipped runs (tiny-shipped.mesabundle): 4 added, 0 already in the store" in out
+    # Each line's sweep found the imported cells finished and ran seed 2 alone.
+    assert out.count("1 to run, 2 already finished") == 2, out
+    assert _by_seed(second) == {
+        ("maml", "0"): "imported", ("maml", "1"): "imported", ("maml", "2"): "local",
+        ("fomaml", "0"): "imported", ("fomaml", "1"): "imported", ("fomaml", "2"): "local",
+    }  # fmt: skip
+    # The bundle now holds all six, the four it had exactly as before (same source runs).
+    runs = read_bundle(bundle).runs
+    assert len(runs) == 6
+    first_ids = {r.info.run_id for r in stored_runs(first)}
+    assert sum(r["source_run"] in first_ids for r in runs) == 4
+    # Judged from shipped and local runs alike: the paired line has three seeds.
+    assert main(["reproduce", TABLE, "--seeds", "0-2", "--no-run", "--markdown",
+                 "--tracking-uri", second]) == 0  # fmt: skip
+    row = next(line for line in capsys.readouterr().out.splitlines()
+               if line.startswith("| fomaml = maml (paired) |"))  # fmt: skip
+    assert "(n=3)" in row, row
+
+
+def test_a_new_method_ranks_beside_the_shipped_baselines_paired_by_seed(
+    shipped, new_store, capsys
+):
+    lab = new_store("lab")
+    for seed in ("0", "1"):
+        for method in ("maml", "fomaml"):
+            assert main(["run", "--method", method, "--seed", seed, *TINY,
+                         "--tracking-uri", lab]) == 0  # fmt: skip
+    assert main(["export", str(shipped / "baselines.mesabundle"), "--tracking-uri", lab]) == 0
+    mine = new_store("mine")
+    for seed in ("0", "1"):
+        assert main(["run", "--method", "metasgd", "--seed", seed, *TINY,
+                     "--tracking-uri", mine]) == 0  # fmt: skip
+    board = leaderboard_json(mine, capsys, "--benchmark", "sinusoid-5shot", "--shipped",
+                             "--baseline", "maml")  # fmt: skip
+    rows = {r["method"]: r for r in board["rows"] if r.get("status") != "reference"}
+    assert set(rows) == {"maml", "fomaml", "metasgd"}
+    assert rows["metasgd"]["n"] == rows["maml"]["n"] == 2
+    assert len(rows["maml"]["imported"]) == 2 and rows["metasgd"]["imported"] == []
+    # Paired with the shipped maml over both seeds, from the same test tasks.
+    maml = {r.data.tags["mesabench.seed"]: r.data.metrics["final/test_loss"]
+            for r in stored_runs(mine) if r.data.tags["mesabench.method"] == "maml"}  # fmt: skip
+    ours = {r.data.tags["mesabench.seed"]: r.data.metrics["final/test_loss"]
+            for r in stored_runs(mine) if r.data.tags["mesabench.method"] == "metasgd"}  # fmt: skip
+    expected = sum(ours[s] - maml[s] for s in ("0", "1")) / 2
+    versus = rows["metasgd"]["versus_baseline"]
+    assert versus["pairs"] == 2 and versus["difference"] == pytest.approx(expected)
+    # Nothing was trained for the baselines: their runs are the lab's, imported.
+    assert len(MlflowClient(mine).search_runs(
+        [MlflowClient(mine).get_experiment_by_name("sinusoid-5shot").experiment_id])) == 6
+
+
+def test_shipped_with_no_bundles_is_one_line_and_exit_2(shipped, unopened_store, capsys):
+    code = main(["leaderboard", "--shipped", "--tracking-uri", unopened_store])
+    assert code == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert "--shipped: no bundles in" in line
+    assert not Path(unopened_store.removeprefix("sqlite:///")).exists()  # nothing written
