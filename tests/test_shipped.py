@@ -16,7 +16,7 @@ from benchmarks.store.shipped import FOLDER_ENV
 from tests.helpers import TINY, leaderboard_json, stored_runs
 from tests.test_reproduce import TINY_TABLE
 
-TABLE = "tiny-shipped"
+TABLE = TINY_TABLE.name
 
 
 @pytest.fixture
@@ -53,7 +53,7 @@ def test_a_table_is_assembled_from_shipped_runs_and_runs_only_missing_cells(
     capsys.readouterr()
     assert main([*base, "--seeds", "0-2", "--ship", "--tracking-uri", second]) == 0
     out = capsys.readouterr().out
-    assert "shipped runs (tiny-shipped.mesabundle): 4 added, 0 already in the store" in out
+    assert f"shipped runs ({TABLE}.mesabundle): 4 added, 0 already in the store" in out
     # Each line's sweep found the imported cells finished and ran seed 2 alone.
     assert out.count("1 to run, 2 already finished") == 2, out
     assert _by_seed(second) == {
