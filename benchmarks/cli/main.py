@@ -386,6 +386,7 @@ def cmd_reproduce(args, console: Console) -> int:
     from benchmarks.published.tables import TABLES, check_preset, table_named
     from benchmarks.store.shipped import import_shipped, ship_table, table_bundle
     from benchmarks.store.tracking import MlflowTracker
+    from benchmarks.sweeps.spec import parse_seeds
 
     if args.list:
         listing = Table(title="published tables (cost: wall time on a 2-core CPU, one core "
@@ -403,6 +404,7 @@ def cmd_reproduce(args, console: Console) -> int:
     if args.workers < 1:
         raise UsageError(f"--workers must be >= 1 (got {args.workers})")
     lines_to_run(table, args.lines)  # a typo refused before the store is opened
+    parse_seeds(args.seeds or table.seeds)  # so is a bad --seeds (shipped runs import first)
     folder = None if args.figure is None else _figure_folder(args.figure)
     _report_plugin_errors(console)
     tracker = MlflowTracker(args.tracking_uri)

@@ -111,14 +111,16 @@ def add_commands(sub) -> None:
     )
 
 
-def _import_shipped(args, console: Console) -> None:
+def _import_shipped(args) -> None:
     """``--shipped``: the shipped runs of the chosen benchmark (of every one, with --all)
-    into the store, before it is read."""
+    into the store, before it is read. The benchmark and the run filter are checked first:
+    a typo there writes nothing."""
     from benchmarks.catalog.installed import benchmark_spec
     from benchmarks.store.shipped import import_shipped, shipped_bundles, shipped_folder
     from benchmarks.store.tracking import MlflowTracker
 
-    wanted = None if args.all else {benchmark_spec(args.benchmark or "sinusoid-5shot").name}
+    _filter(args)
+    wanted = None if args.all else {benchmark_spec(_benchmark(args)).name}
     bundles = shipped_bundles()
     if not bundles:
         raise ResultsUsageError(f"--shipped: no bundles in {shipped_folder()}")
@@ -126,6 +128,11 @@ def _import_shipped(args, console: Console) -> None:
     added = import_shipped(tracker, bundles, wanted)
     # On stderr: a CSV or JSON board on stdout stays clean.
     sys.stderr.write(f"shipped runs: {added} imported from {shipped_folder()}\n")
+
+
+def _benchmark(args) -> str:
+    """The one benchmark a results command shows (without --all)."""
+    return args.benchmark or "sinusoid-5shot"
 
 
 def _selection(parser) -> None:
@@ -160,7 +167,7 @@ def _boards(args, reader, **options):
     if args.all:
         names = benchmarks_in_store(reader)
     else:
-        names = [args.benchmark or "sinusoid-5shot"]
+        names = [_benchmark(args)]
         if reader.experiment_id(names[0]) is None:  # no runs: is it a benchmark at all?
             from benchmarks.catalog.installed import benchmark_spec
 
@@ -279,7 +286,7 @@ def cmd_leaderboard(args, console: Console) -> int:
         raise ResultsUsageError("--group-by needs at least one key")
     output = None if args.output is None else _writable(args.output, "file")
     if args.shipped:
-        _import_shipped(args, console)
+        _import_shipped(args)
     boards = _boards(
         args,
         open_reader(args.tracking_uri),

@@ -59,8 +59,7 @@ def monitor(method, source: TaskSource, seed: int) -> dict[str, float]:
         return {}
     eta = getattr(method, "_monitor_eta", None)
     if eta is None:  # fitted once per run, on tasks of its own
-        eta = method._monitor_eta = fitted_gd_rate(
-            source, method.device, tasks=analysis_tasks(method, FIT_TASKS), seed=seed)
+        eta = method._monitor_eta = method_gd_rate(method, source, seed)
     aligned = gd_alignment(method, source, tasks=analysis_tasks(method, MONITOR_TASKS),
                            seed=seed, eta=eta)  # fmt: skip
     return {k.replace("final/align/", "monitor/align/"): v for k, v in aligned.items()
@@ -160,6 +159,13 @@ def fitted_gd_rate(source: TaskSource, device, tasks: int = FIT_TASKS, seed: int
     return (num / den).item() * fit.support_x.shape[1]
 
 
+def method_gd_rate(method, source: TaskSource, seed: int) -> float:
+    """The GD rate the analyses of ``method`` compare it with: fitted on the run's
+    ``analysis_tasks`` where set, else on FIT_TASKS."""
+    return fitted_gd_rate(source, method.device, tasks=analysis_tasks(method, FIT_TASKS),
+                          seed=seed)  # fmt: skip
+
+
 def fitted_gdpp(
     source: TaskSource,
     steps: int,
@@ -228,8 +234,7 @@ def context_and_ood_curves(
     """Log loss-vs-context (and alignment-vs-context) and OOD curves (model, GD, ridge, and
     GD++ with as many steps as the model has layers) and return their values as final
     metrics."""
-    eta = fitted_gd_rate(source, method.device, tasks=analysis_tasks(method, FIT_TASKS),
-                         seed=seed)  # fmt: skip
+    eta = method_gd_rate(method, source, seed)
     gdpp = fitted_gdpp(
         source,
         getattr(method.config, "layers", 1),
@@ -318,8 +323,7 @@ def lsa_weight_analyses(method, source: TaskSource, recorder, tasks: int = 2000,
     from methods.analyses.figures import lsa_weights_figure
     from methods.layers.attention import attention_products, gd_construction, update_from_products
 
-    eta = fitted_gd_rate(source, method.device, tasks=analysis_tasks(method, FIT_TASKS),
-                         seed=seed)  # fmt: skip
+    eta = method_gd_rate(method, source, seed)
     tasks = analysis_tasks(method, tasks)
     batch = source.sample(tasks, seeded_generator(ANALYSIS, seed, 2, device=method.device))
     sx, sy, qx, qy = batch
@@ -444,8 +448,7 @@ def interleaved_ablations(method, source: TaskSource, tasks: int = 2000, seed: i
     tasks = analysis_tasks(method, tasks)
     batch = source.sample(tasks, seeded_generator(ANALYSIS, seed, 4, device=method.device))
     sx, sy, qx, qy = batch
-    eta = fitted_gd_rate(source, method.device, tasks=analysis_tasks(method, FIT_TASKS),
-                         seed=seed)  # fmt: skip
+    eta = method_gd_rate(method, source, seed)
     first, second = method.layer(0), method.layer(1)
     m = method.outputs
 
@@ -492,6 +495,5 @@ def gdssm_parameters(method, source: TaskSource, built: dict[str, Tensor],
             "final/gdssm/readout_cosine": cosine(readout, built["readout"][-m:]),
             "final/gdssm/decay_mean": layer.decay[:dim, -m:].mean().item(),
             "final/gdssm/eta": float(rate),
-            "final/gdssm/gd_eta": fitted_gd_rate(
-                source, method.device, tasks=analysis_tasks(method, FIT_TASKS), seed=seed),
+            "final/gdssm/gd_eta": method_gd_rate(method, source, seed),
         }

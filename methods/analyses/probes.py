@@ -21,6 +21,7 @@ import torch
 from torch import Tensor
 
 from mesabench_datasets.tasks import seeded_generator
+from methods.analyses.sizes import analysis_tasks
 from methods.reference.algorithms import autoregressive_gradient, previous_states
 
 #: Ridge strength of the ``inverse_term`` target: the mesa layer's initial lam.
@@ -97,6 +98,7 @@ def probe_analysis(method, source, seed: int, sequences: int = 256) -> dict[str,
     problem = source.problem
     if not is_autoregressive_regression(problem):
         return {}
+    sequences = analysis_tasks(method, sequences)
     draws = []
     for role in (_FIT_ROLE, _SCORE_ROLE):
         batch = source.sample(sequences, seeded_generator(role, seed, device=method.device))

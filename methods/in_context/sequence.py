@@ -17,7 +17,7 @@ from mesabench_core import ConfigError, IncompatibleSetting, param
 from mesabench_datasets.tasks import Problem, TaskBatch, TaskSource, seeded_generator
 from methods.analyses.probes import is_autoregressive_regression, probe_analysis
 from methods.analyses.repurpose import repurposing_scores
-from methods.analyses.sizes import AnalysisSettings
+from methods.analyses.sizes import AnalysisSettings, analysis_tasks
 from methods.api import ArtifactLog
 from methods.common.losses import per_task_loss
 from methods.in_context.regression import InContextMethod
@@ -219,7 +219,8 @@ class SequenceLearner(InContextMethod):
             final.update(scores)
         first = self.model.layers[0]
         if isinstance(first, CausalSoftmaxAttention):
-            batch = source.sample(256, seeded_generator(_COPY_ROLE, seed, device=self.device))
+            batch = source.sample(analysis_tasks(self, 256),
+                                  seeded_generator(_COPY_ROLE, seed, device=self.device))
             with torch.no_grad():
                 weights = first.attention(self.input_tokens(batch.query_x))
             final["final/copy/previous_attention"] = previous_attention(weights)
