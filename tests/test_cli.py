@@ -395,10 +395,13 @@ def test_output_paths_and_run_ids_of_the_wrong_kind_are_one_line_and_exit_2(
 
 
 @pytest.mark.slow  # end to end through several real CLI processes: with the long checks
-def test_a_deleted_experiment_is_restored_and_an_ascii_terminal_fails_no_run(store, run_cli):
+def test_a_deleted_experiment_is_restored_and_an_ascii_terminal_fails_no_run(
+    store, run_cli, cli
+):
     """The benchmark's experiment deleted in the MLflow UI: the next run restores it (with a
-    word) instead of failing; an ASCII-only output encoding prints "±" as "?"."""
-    assert run_cli("run", "--method", "fomaml", *TINY, "--tracking-uri", store).returncode == 0
+    word) instead of failing; an ASCII-only output encoding prints "±" as "?" (a process of
+    its own: the encoding is the process')."""
+    assert cli("run", "--method", "fomaml", *TINY, "--tracking-uri", store).returncode == 0
     client = MlflowClient(store)
     client.delete_experiment(client.get_experiment_by_name("sinusoid-5shot").experiment_id)
     again = run_cli("run", "--method", "fomaml", *TINY, "--seed", "1", "--tracking-uri", store,

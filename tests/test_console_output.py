@@ -23,7 +23,7 @@ def test_progress_is_written_as_lines_when_the_output_is_not_a_terminal(store, r
 
 
 @pytest.mark.slow  # pip installs or real processes: with the long checks
-def test_a_resume_before_the_first_checkpoint_says_it_starts_over(store, run_cli):
+def test_a_resume_before_the_first_checkpoint_says_it_starts_over(store, cli):
     command = [sys.executable, "-m", "benchmarks", "run", "--method", "fomaml", "--set",
                "iterations=20000", "--set", "checkpoint_every=20000", "--tracking-uri",
                store]  # fmt: skip
@@ -37,8 +37,7 @@ def test_a_resume_before_the_first_checkpoint_says_it_starts_over(store, run_cli
     assert process.returncode == 130, err
     killed = only_run(store)
     assert killed.info.status == "KILLED"
-    resumed = run_cli("run", "--resume", killed.info.run_id, "--set", "x=1",
-                      "--tracking-uri", store)  # fmt: skip
+    resumed = cli("run", "--resume", killed.info.run_id, "--set", "x=1", "--tracking-uri", store)
     assert resumed.returncode == 2  # (a resume takes no settings: refused, nothing changed)
     resumed = subprocess.Popen([sys.executable, "-m", "benchmarks", "run", "--resume",
                                 killed.info.run_id, "--tracking-uri", store], cwd=ROOT,

@@ -518,15 +518,18 @@ def test_a_sweep_closes_its_own_lost_cells_when_it_starts(store, capsys, monkeyp
 
 
 @pytest.mark.slow  # end to end through several real CLI processes: with the long checks
-def test_the_data_root_and_the_files_read_are_recorded_with_the_run(store, tmp_path, run_cli):
+def test_the_data_root_and_the_files_read_are_recorded_with_the_run(
+    store, tmp_path, cli, monkeypatch
+):
     import hashlib
 
     data = write_mnist(tmp_path / "data")
     args = ["--method", "online_sgd", "--benchmark", "mnist-rotations", *CONTINUAL_TINY,
             "--tracking-uri", store]  # fmt: skip
-    # No MESABENCH_DATA in the environment: only the plan says where the data is.
-    env = {k: "" for k in ("MESABENCH_DATA",)}
-    done = run_cli("run", *args, "--data-root", str(data.parent), **env)
+    # No MESABENCH_DATA in the environment (the sweep's cell processes inherit it): only
+    # the plan says where the data is.
+    monkeypatch.delenv("MESABENCH_DATA", raising=False)
+    done = cli("run", *args, "--data-root", str(data.parent))
     assert done.returncode == 0, done.stderr
     client = MlflowClient(store)
     (run,) = stored_runs(store, "mnist-rotations")
@@ -536,9 +539,9 @@ def test_the_data_root_and_the_files_read_are_recorded_with_the_run(store, tmp_p
     assert record["path"] == str(data.resolve())
     assert record["sha256"] == hashlib.sha256(data.read_bytes()).hexdigest()
     # A sweep hands its data root to every cell, which records it.
-    swept = run_cli("sweep", "--benchmark", "mnist-rotations", "--methods", "online_sgd",
-                    "--seeds", "1", *CONTINUAL_TINY, "--data-root", str(data.parent),
-                    "--tracking-uri", store, **env)  # fmt: skip
+    swept = cli("sweep", "--benchmark", "mnist-rotations", "--methods", "online_sgd",
+                "--seeds", "1", *CONTINUAL_TINY, "--data-root", str(data.parent),
+                "--tracking-uri", store)  # fmt: skip
     assert swept.returncode == 0, swept.stdout + swept.stderr
     roots = {r.data.params.get("data_root") for r in stored_runs(store, "mnist-rotations")
              if r.data.tags.get("mesabench.method") == "online_sgd"}  # fmt: skip
@@ -591,19 +594,20 @@ def _started(command: list[str]) -> subprocess.Popen:
 
 
 @pytest.mark.slow  # a drill: real processes, a real store
-def test_one_writer_per_run_a_live_run_and_a_second_resume_are_refused(store, run_cli):
+def test_one_writer_per_run_a_live_run_and_a_second_resume_are_refused(store, cli):
     base = [sys.executable, "-m", "benchmarks", "run"]
     first = _started([*base, "--method", "fomaml", "--set", "iterations=20000",
                       "--set", "checkpoint_every=500", "--tracking-uri", store])  # fmt: skip
     (live,) = stored_runs(store)
-    refused = run_cli("run", "--resume", live.info.run_id, "--tracking-uri", store)
+    # The refusals are called in-process: the writers they are refused beside are processes.
+    refused = cli("run", "--resume", live.info.run_id, "--tracking-uri", store)
     assert refused.returncode == 2
     assert f"cannot resume run {live.info.run_id}: it is still running" in refused.stderr
     first.send_signal(signal.SIGINT)
     assert first.wait(timeout=120) == 130
     # Two resumes of the KILLED run at once: the second is refused, the first goes on.
     resumed = _started([*base, "--resume", live.info.run_id, "--tracking-uri", store])
-    second = run_cli("run", "--resume", live.info.run_id, "--tracking-uri", store)
+    second = cli("run", "--resume", live.info.run_id, "--tracking-uri", store)
     assert second.returncode == 2, second.stderr
     assert f"cannot resume run {live.info.run_id}: " in second.stderr
     assert "still running" in second.stderr or "its cell is" in second.stderr
