@@ -11,6 +11,7 @@ from mlflow.tracking import MlflowClient
 from scipy import stats as scipy_stats
 
 from benchmarks.cli.main import main
+from benchmarks.published.claims import run_key
 from benchmarks.published.reproduce import claim_spec, lines_to_run, markdown, reproduce
 from benchmarks.published.tables import TABLES, Claim, Table, check_catalog, judge
 from benchmarks.store.tracking import MlflowTracker
@@ -296,6 +297,27 @@ def test_a_tables_cost_counts_each_run_once_and_says_what_is_unmeasured():
     ))  # fmt: skip
     assert table.runs_per_seed("cpu") == 2
     assert table.cost_s("cpu", seeds=3) == (30.0, 3)
+    # Shipped runs' times replace what the lines note, run by run.
+    a, _, b = table.claims
+    assert table.cost_s("cpu", 3, {run_key(b, "cpu"): 4.0}) == (42.0, 0)
+    assert table.cost_s("cpu", 3, {run_key(a, "cpu"): 2.0}) == (6.0, 3)
+
+
+def test_reproduce_list_reads_the_cost_of_a_shipped_table_from_its_runs():
+    """icml23-one-step ships its cpu runs (shipped_runs/): its cpu cost is their recorded
+    wall times; quick ships none and keeps the cost its lines note."""
+    from benchmarks.published.reproduce import catalog_rows, shipped_seconds
+    from benchmarks.store.bundles import read_bundle
+    from benchmarks.store.shipped import table_bundle
+
+    table = TABLES["icml23-one-step"]
+    runs = read_bundle(table_bundle(table.name)).runs
+    wall = sum(r["end_time"] - r["start_time"] for r in runs) / 1000
+    measured = shipped_seconds(table, "cpu")
+    assert len(measured) == table.runs_per_seed("cpu") and shipped_seconds(table, "quick") == {}
+    assert table.cost_s("cpu", 3, measured)[0] == pytest.approx(wall, rel=1e-9)
+    (row,) = catalog_rows([table])
+    assert row[5].endswith(", shipped runs' times") and "shipped" not in row[4]
 
 
 def test_a_tables_figure_is_drawn_from_the_store_with_its_data(tmp_path, capsys, store):

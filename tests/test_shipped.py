@@ -10,6 +10,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from benchmarks.cli.main import main
+from benchmarks.published.reproduce import catalog_rows, shipped_seconds
 from benchmarks.published.tables import TABLES
 from benchmarks.store.bundles import IMPORTED_FROM_TAG, read_bundle
 from benchmarks.store.shipped import FOLDER_ENV
@@ -65,6 +66,15 @@ def test_a_table_is_assembled_from_shipped_runs_and_runs_only_missing_cells(
     assert len(runs) == 6
     first_ids = {r.info.run_id for r in stored_runs(first)}
     assert sum(r["source_run"] in first_ids for r in runs) == 4
+    # reproduce --list's cost is the shipped runs' own: each line's mean wall over its seeds.
+    spent: dict[str, list[float]] = {}
+    for r in runs:
+        spent.setdefault(r["tags"]["mesabench.method"], []).append(
+            (r["end_time"] - r["start_time"]) / 1000)  # fmt: skip
+    measured = {key[1]: s for key, s in shipped_seconds(TINY_TABLE, "quick").items()}
+    assert measured == pytest.approx({m: sum(t) / len(t) for m, t in spent.items()}, rel=1e-12)
+    (row,) = catalog_rows([TINY_TABLE])
+    assert row[4].startswith("4 runs, ~") and row[4].endswith(", shipped runs' times"), row
     # Judged from shipped and local runs alike: the paired line has three seeds.
     assert main(["reproduce", TABLE, "--seeds", "0-2", "--no-run", "--markdown",
                  "--tracking-uri", second]) == 0  # fmt: skip
@@ -128,3 +138,24 @@ def test_a_typo_beside_shipped_runs_is_one_line_and_imports_nothing(
         (line,) = capsys.readouterr().err.strip().splitlines()
         assert "--since" in line or "seed" in line, line
         assert not Path(unopened_store.removeprefix("sqlite:///")).exists(), argv
+
+
+def test_the_results_page_is_what_its_shipped_runs_give(tmp_path, capsys):
+    """docs/RESULTS.md's sections judged from shipped runs are generated: the committed
+    page is what `results-page` writes from shipped_runs/, and a number changed by hand is
+    named by --check (exit 1) and written back by the command."""
+    page = Path(__file__).resolve().parents[1] / "docs" / "RESULTS.md"
+    committed = page.read_text(encoding="utf-8")
+    row = next(line for line in committed.splitlines()
+               if line.startswith("| one GD step, U(-1, 1) | gd |"))  # fmt: skip
+    mean = row.split(" | ")[5].split(" ± ")[0]  # ours: mean ± std (n)
+    edited = tmp_path / "RESULTS.md"
+    off = row.replace(f"| {mean} ± ", f"| {float(mean) * 1.02:.4g} ± ")  # 2% off
+    edited.write_text(committed.replace(row, off), encoding="utf-8")
+    assert edited.read_text(encoding="utf-8") != committed
+    assert main(["results-page", str(edited), "--check"]) == 1
+    said = capsys.readouterr().out
+    assert "differs from its shipped runs: icml23-one-step --preset cpu --seeds 0-2" in said
+    assert "3 section(s), 1 differ" in said
+    assert main(["results-page", str(edited)]) == 0
+    assert edited.read_text(encoding="utf-8") == committed

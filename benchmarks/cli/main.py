@@ -18,7 +18,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from benchmarks.cli import bundle_commands, results_commands
+from benchmarks.cli import bundle_commands, page_commands, results_commands
 from benchmarks.planning.config import parse_pairs
 from benchmarks.running.console import answered, prepare_process, print_table
 from mesabench_core import BadInput
@@ -119,6 +119,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     results_commands.add_commands(sub)
     bundle_commands.add_commands(sub)
+    page_commands.add_commands(sub)
 
     sweep = sub.add_parser("sweep", help="run methods x grid x seeds; resumable, local or Ray")
     sweep.add_argument("file", nargs="?", default=None, help="a YAML sweep file")
@@ -390,7 +391,9 @@ def cmd_reproduce(args, console: Console) -> int:
 
     if args.list:
         listing = Table(title="published tables (cost: wall time on a 2-core CPU, one core "
-                        "per run, all seeds)")  # fmt: skip
+                        "per run, all seeds: the shipped runs' recorded times where a "
+                        "table ships runs of the preset, else as measured when its lines "
+                        "were written)")  # fmt: skip
         for header in ("table", "claim", "lines", "seeds", "quick", "cpu", "paper"):
             listing.add_column(header)
         for row in catalog_rows(list(TABLES.values())):
@@ -478,6 +481,7 @@ COMMANDS = {
     "export": bundle_commands.cmd_export,
     "import": bundle_commands.cmd_import,
     "verify": bundle_commands.cmd_verify,
+    "results-page": page_commands.cmd_results_page,
 }
 
 

@@ -130,12 +130,16 @@ class Table:
         """Distinct runs per seed (lines that read other metrics of one run share it)."""
         return len({run_key(c, preset) for c in self.claims})
 
-    def cost_s(self, preset: str, seeds: int) -> tuple[float, int]:
+    def cost_s(self, preset: str, seeds: int,
+               measured: Mapping[tuple, float] | None = None) -> tuple[float, int]:  # fmt: skip
         """Wall seconds of the table's runs whose cost is known (one core each, all seeds),
-        and the number of runs whose cost is not."""
+        and the number of runs whose cost is not. ``measured`` (by :func:`run_key`) takes
+        the place of a line's ``cost_s``: the shipped runs' own times."""
+        measured = measured or {}
         per_run: dict[tuple, float | None] = {}
         for claim in self.claims:
-            per_run[run_key(claim, preset)] = claim.cost_s.get(preset)
+            key = run_key(claim, preset)
+            per_run[key] = measured.get(key, claim.cost_s.get(preset))
         known = [cost for cost in per_run.values() if cost is not None]
         return seeds * math.fsum(known), seeds * (len(per_run) - len(known))
 

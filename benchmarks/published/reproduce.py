@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import math
 import os
 import platform
 import shlex
@@ -18,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from benchmarks.planning.config import ConfigError
-from benchmarks.published.claims import Claim, Judged, Table, judge_table
+from benchmarks.published.claims import Claim, Judged, Table, judge_table, run_key
 from benchmarks.sweeps.spec import SweepSpec, parse_seeds, plan_cells
 from benchmarks.sweeps.sweep import run_sweeps
 
@@ -249,18 +250,21 @@ def command_line(
 
 def markdown(
     outcome: Outcome, uri: str, lines: str | None = None, data_root: str | None = None,
-    figure: str | None = None,
+    figure: str | None = None, provenance: str | None = None,
 ) -> str:
-    """The table as docs/RESULTS.md carries it, with the command and store it came from."""
+    """The table as docs/RESULTS.md carries it, with the command and store it came from
+    (``provenance``: a sentence that says where its runs came from instead)."""
     table = outcome.table
     seeds = ",".join(map(str, outcome.seeds))
-    today = datetime.date.today().isoformat()
-    machine = f"{platform.machine()}, {os.cpu_count()} cores"
+    if provenance is None:
+        today = datetime.date.today().isoformat()
+        machine = f"{platform.machine()}, {os.cpu_count()} cores"
+        provenance = (f"Generated {today} on {machine} by "
+                      f"`{command_line(outcome, uri, lines, data_root)}`.")  # fmt: skip
     text = [
         f"#### {table.title} (`{table.name}`)",
         "",
-        f"Source: {table.source}. Preset `{outcome.preset}`, seeds {seeds}. Generated "
-        f"{today} on {machine} by `{command_line(outcome, uri, lines, data_root)}`.",
+        f"Source: {table.source}. Preset `{outcome.preset}`, seeds {seeds}. {provenance}",
         "",
     ]
     if table.note:
@@ -275,18 +279,57 @@ def markdown(
     return "\n".join(text) + "\n"
 
 
+def shipped_seconds(table: Table, preset: str) -> dict[tuple, float]:
+    """The mean wall seconds of each of the table's runs at ``preset`` (keyed by
+    :func:`run_key`) over its shipped runs of that configuration, from their recorded start
+    and end; runs with no shipped run are absent."""
+    from benchmarks.store.bundles import read_bundle
+    from benchmarks.store.shipped import table_bundle
+
+    path = table_bundle(table.name)
+    if not path.exists():
+        return {}
+    seconds: dict[str, list[float]] = {}
+    for run in read_bundle(path).runs:
+        if run["status"] == "FINISHED" and run.get("end_time"):
+            seconds.setdefault(run["tags"]["mesabench.config_hash"], []).append(
+                (run["end_time"] - run["start_time"]) / 1000)  # fmt: skip
+    seeds = parse_seeds(table.seeds)
+    out: dict[tuple, float] = {}
+    for claim in table.claims:
+        key = run_key(claim, preset)
+        if key in out:
+            continue
+        try:
+            hashes = set(plan_cells(claim_spec(claim, preset, seeds)).values())
+        except ConfigError:  # a preset this installation cannot plan (a missing plugin)
+            continue
+        times = [t for h in hashes for t in seconds.get(h, [])]
+        if times:
+            out[key] = math.fsum(times) / len(times)
+    return out
+
+
 def catalog_rows(tables: Sequence[Table]) -> list[tuple[str, ...]]:
-    """``reproduce --list``: each table with its lines, runs and measured cost per preset."""
+    """``reproduce --list``: each table with its lines, runs and cost per preset: the
+    shipped runs' recorded times where the table ships runs of that preset, else the cost
+    noted with its lines (measured when they were written, or extrapolated)."""
     out = []
     for table in tables:
         n_seeds = len(parse_seeds(table.seeds))
         costs = []
         for preset in ("quick", "cpu", "paper"):
-            known, unknown = table.cost_s(preset, n_seeds)
-            runs = table.runs_per_seed(preset) * n_seeds
+            measured = shipped_seconds(table, preset)
+            known, unknown = table.cost_s(preset, n_seeds, measured)
+            per_seed = table.runs_per_seed(preset)
+            runs = per_seed * n_seeds
             text = f"{runs} runs, {_duration(known)}" if known else f"{runs} runs"
             if unknown:
                 text += f" ({unknown} unmeasured)" if known else ", cost not measured"
+            if measured:
+                shipped = len(measured) * n_seeds
+                text += (", shipped runs' times" if len(measured) == per_seed else
+                         f", {shipped} of {runs} from shipped runs' times")  # fmt: skip
             costs.append(text)
         out.append((table.name, table.title, str(len(table.claims)), table.seeds, *costs))
     return out

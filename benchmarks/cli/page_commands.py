@@ -1,0 +1,50 @@
+"""``results-page``: docs/RESULTS.md's shipped-run tables rewritten from the shipped runs
+(:mod:`benchmarks.published.results_page`), or with ``--check`` compared with them."""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+from pathlib import Path
+
+from rich.console import Console
+
+from benchmarks.planning.config import ConfigError
+
+
+def add_commands(sub) -> None:
+    page = sub.add_parser(
+        "results-page",
+        help="rewrite the results page's tables judged from shipped runs (--check: compare)",
+    )
+    page.add_argument("page", nargs="?", default="docs/RESULTS.md",
+                      help="the page (default docs/RESULTS.md)")  # fmt: skip
+    page.add_argument("--check", action="store_true",
+                      help="write nothing; exit 1 naming each section that differs")  # fmt: skip
+
+
+def cmd_results_page(args: argparse.Namespace, console: Console) -> int:
+    from benchmarks.published.results_page import regenerate, sections
+    from benchmarks.store.tracking import MlflowTracker
+
+    path = Path(args.page)
+    try:
+        page = path.read_text(encoding="utf-8")
+    except OSError as err:
+        raise ConfigError(f"results-page: cannot read {path}: {err.strerror or err}") from None
+    found = list(sections(page))
+    if not found:
+        raise ConfigError(f"results-page: {path} has no '<!-- shipped table: ... -->' section")
+    # A scratch store: the shipped runs alone, whatever the user's own store holds.
+    with tempfile.TemporaryDirectory() as scratch:
+        tracker = MlflowTracker(f"sqlite:///{Path(scratch) / 'mlflow.db'}")
+        text, changed = regenerate(page, tracker)
+    if args.check:
+        for label in changed:
+            console.print(f"differs from its shipped runs: {label}")
+        console.print(f"{path}: {len(found)} section(s), {len(changed)} differ")
+        return 1 if changed else 0
+    if changed:
+        path.write_text(text, encoding="utf-8")
+    console.print(f"{path}: {len(found)} section(s), {len(changed)} rewritten")
+    return 0

@@ -1,0 +1,111 @@
+"""docs/RESULTS.md's tables judged from shipped runs: generated from the runs, not written.
+
+A section of the page between the two lines
+
+    <!-- shipped table: TABLE --preset PRESET --seeds SEEDS -->
+    <!-- end shipped table -->
+
+is the table judged from its shipped bundle alone (``shipped_runs/TABLE.mesabundle``,
+imported into a scratch store; nothing runs), its header naming the bundle and when and
+on what machine its runs were made, so that the same runs always give the same text.
+``python -m benchmarks results-page`` rewrites every such section of the page;
+``--check`` only names the sections that differ (exit 1), and the test suite runs it
+against the committed page. Prose around the sections is the page's own.
+"""
+
+from __future__ import annotations
+
+import datetime
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from benchmarks.planning.config import ConfigError
+from benchmarks.published.reproduce import markdown, reproduce
+
+BEGIN = re.compile(r"^<!-- shipped table: (\S+) --preset (\S+) --seeds (\S+) -->$", re.M)
+END = "<!-- end shipped table -->"
+COMMAND = "python -m benchmarks results-page"
+
+
+@dataclass(frozen=True)
+class Section:
+    """One generated section: where its text lies in the page, and what it is of."""
+
+    table: str
+    preset: str
+    seeds: str
+    start: int  # just after the BEGIN line
+    end: int  # at the END line
+
+    @property
+    def label(self) -> str:
+        return f"{self.table} --preset {self.preset} --seeds {self.seeds}"
+
+
+def sections(page: str) -> Iterator[Section]:
+    """The page's generated sections, in order; an unclosed or nested one is refused."""
+    at = 0
+    while (begin := BEGIN.search(page, at)) is not None:
+        start = begin.end() + 1
+        end = page.find(END, start)
+        following = BEGIN.search(page, start)
+        if end < 0 or (following is not None and following.start() < end):
+            raise ConfigError(f"results page: the section of {begin.group(1)} has no "
+                              f"{END!r} line before the next section")  # fmt: skip
+        yield Section(*begin.groups(), start, end)
+        at = end + len(END)
+
+
+def _day(milliseconds: int) -> str:
+    return datetime.datetime.fromtimestamp(milliseconds / 1000, datetime.UTC).date().isoformat()
+
+
+def section_text(section: Section, tracker) -> str:
+    """The section's table judged from its shipped runs (imported into ``tracker``'s store,
+    which should hold no other runs of the table)."""
+    from benchmarks.published.tables import table_named
+    from benchmarks.store.bundles import (
+        SOURCE_RUN_TAG,
+        check_installed,
+        import_bundle,
+        read_bundle,
+    )
+    from benchmarks.store.shipped import table_bundle
+
+    table = table_named(section.table)
+    path = table_bundle(table.name)
+    if not path.exists():
+        raise ConfigError(f"results page: {section.table} ships no runs ({path})")
+    bundle = read_bundle(path)
+    check_installed(bundle)
+    import_bundle(tracker, bundle)
+    outcome = reproduce(table, tracker, section.preset, section.seeds, run=False)
+    judged = {run_id for by_seed in outcome.runs.values() for run_id, _ in by_seed.values()}
+    sources = {tracker.client.get_run(i).data.tags.get(SOURCE_RUN_TAG) for i in judged}
+    made = [r for r in bundle.runs if r["source_run"] in sources]
+    if not made:
+        raise ConfigError(f"results page: {path.name} holds no runs of {section.label}")
+    days = sorted({_day(r["start_time"]) for r in made})
+    machines = "; ".join(sorted({r["tags"].get("mesabench.machine", "?") for r in made}))
+    when = days[0] if len(days) == 1 else f"{days[0]} to {days[-1]}"
+    size = path.stat().st_size / 1024
+    provenance = (f"Judged from its {len(made)} shipped runs (`shipped_runs/{path.name}`, "
+                  f"{size:.0f} KiB; run {when} on {machines}) by `{COMMAND}`; "
+                  f"`python -m benchmarks reproduce {table.name} --preset {section.preset}` "
+                  "judges the same runs and runs only the cells they lack.")  # fmt: skip
+    return markdown(outcome, tracker.uri, provenance=provenance)
+
+
+def regenerate(page: str, tracker) -> tuple[str, list[str]]:
+    """The page with every generated section rewritten, and the labels of those that
+    changed."""
+    out, changed, at = [], [], 0
+    for section in sections(page):
+        text = section_text(section, tracker)
+        out += [page[at:section.start], text]
+        if page[section.start:section.end] != text:
+            changed.append(section.label)
+        at = section.end
+    out.append(page[at:])
+    return "".join(out), changed
