@@ -35,6 +35,29 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
+#: Seconds each slow test took at three workers (``pytest -m slow -n 3 --durations=0``,
+#: setup + call + teardown). The slow tests are collected longest first, so that the
+#: workers take the long drills early and no worker is left alone with one at the end
+#: (collection order left one worker busy for the last ~90 s while two sat idle). A test
+#: not in the file counts as long (a new drill is better started early).
+_SLOW_DURATIONS = Path(__file__).with_name("slow_durations.json")
+
+
+def pytest_collection_modifyitems(config, items):
+    import json
+
+    if not any(item.get_closest_marker("slow") for item in items):
+        return
+    seconds = json.loads(_SLOW_DURATIONS.read_text(encoding="utf-8"))
+
+    def expected(item) -> float:
+        if item.get_closest_marker("slow") is None:
+            return 0.0
+        return seconds.get(item.nodeid.split("@")[0], 120.0)
+
+    items.sort(key=expected, reverse=True)  # stable: equal ones keep their order
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _nothing_written_into_the_repository():
     """Tests keep their stores and artifacts in their own folders: a tracking server
