@@ -13,6 +13,8 @@ from mesabench_datasets.images import ImagePool
 
 FILES = {"mnist": "mnist.npz", "fashion_mnist": "fashion_mnist.npz"}
 KEYS = ("x_train", "y_train", "x_test", "y_test")
+#: Classes of MNIST and Fashion-MNIST.
+CLASSES = 10
 
 
 def load_mnist_like(name: str, data_root: str | Path | None = None) -> dict[str, np.ndarray]:
@@ -27,6 +29,16 @@ def load_mnist_like(name: str, data_root: str | Path | None = None) -> dict[str,
                 f"{path}: x_{part} must be uint8 [n, 28, 28] with as many labels, got "
                 f"{x.dtype} {x.shape} and {len(y)} labels"
             )
+        # Checked here, before any run is recorded: a label past the last class otherwise
+        # fails deep inside a stream, as an IndexError of a run already started.
+        wrong = None
+        if y.ndim != 1 or not np.issubdtype(y.dtype, np.integer):
+            wrong = f"{y.dtype} {y.shape}"
+        elif len(y) and (y.min() < 0 or y.max() >= CLASSES):
+            wrong = f"label {int(y.max() if y.max() >= CLASSES else y.min())}"
+        if wrong is not None:
+            raise DatasetFormatError(f"{path}: y_{part} must hold integer labels 0-"
+                                     f"{CLASSES - 1} (one per image), got {wrong}")  # fmt: skip
     return arrays
 
 

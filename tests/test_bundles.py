@@ -238,3 +238,29 @@ def test_an_import_cut_short_and_since_closed_as_lost_is_replaced(source, new_st
     runs = stored_runs(target)
     assert len(runs) == 3 and cut not in {r.info.run_id for r in runs}
     assert {r.info.status for r in runs} == {"FINISHED"}
+
+
+def test_a_bundle_can_carry_the_histories_of_chosen_metrics_only(source, new_store, tmp_path):
+    """What a shipped table carries: the histories its figure draws, the other metrics'
+    last values; imported, the chosen histories are whole and the rest read as before."""
+    from benchmarks.store.bundles import bundle_bytes, import_bundle, read_bundle, run_body
+    from benchmarks.store.tracking import MlflowTracker
+
+    (maml,) = [r for r in stored_runs(source) if r.data.tags["mesabench.method"] == "maml"]
+    client = MlflowClient(source)
+    body = run_body(client, maml, {"train/loss", "no/such_metric"}, tmp_path)
+    assert set(body["histories"]) == {"train/loss"}
+    path = tmp_path / "chosen.mesabundle"
+    path.write_bytes(bundle_bytes([body], "test"))
+    target = new_store("chosen")
+    import_bundle(MlflowTracker(target), read_bundle(path))
+    (imported,) = stored_runs(target)
+    here = MlflowClient(target)
+    history = [(m.step, m.value) for m in here.get_metric_history(imported.info.run_id,
+                                                                  "train/loss")]  # fmt: skip
+    assert history == [(m.step, m.value) for m in client.get_metric_history(maml.info.run_id,
+                                                                              "train/loss")]
+    assert len(history) > 1
+    assert imported.data.metrics == maml.data.metrics  # every last value as the source has it
+    val = here.get_metric_history(imported.info.run_id, "val/loss")
+    assert [m.step for m in val] == [0]  # no history asked: its last value alone

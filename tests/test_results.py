@@ -184,6 +184,11 @@ def test_a_misspelt_grouping_or_filter_key_is_refused_and_a_bare_name_is_found(
     assert [r["method"] for r in by_lr["rows"]] == ["fomaml"]
     pooled = leaderboard_json(store, capsys, "--group-by", "inner_lr")
     assert sorted(r["method"] for r in pooled["rows"]) == ["fomaml", "maml"]
+    # Runs of two methods at one value pool into one row, which names both (before: the
+    # row was labelled with the first run's method alone).
+    fake_run(store, "fomaml", 1, {"final/test_loss": 0.6}, inner_lr="0.01")
+    pooled = leaderboard_json(store, capsys, "--group-by", "inner_lr")
+    assert sorted(r["method"] for r in pooled["rows"]) == ["fomaml", "fomaml + maml"]
     # A value no run has is said, with the values recorded, not shown as an empty board;
     # so are two values no single run has at once.
     assert main(["leaderboard", "--tracking-uri", store, "--param", "inner_lr=0.5"]) == 2

@@ -386,6 +386,16 @@ def test_a_truncated_data_file_is_refused_in_one_line(unopened_store, tmp_path, 
     np.savez(path, x_train=np.zeros((2, 28, 28), np.uint8))  # readable, but lacking keys
     assert main(args) == 2
     assert "lacks keys" in capsys.readouterr().err
+    # Labels out of range (before: a FAILED run with an IndexError from deep in the stream).
+    images = np.zeros((300, 28, 28), np.uint8)
+    good = np.arange(300, dtype=np.uint8) % 10
+    for labels, said in ((np.where(good == 3, 37, good).astype(np.uint8), "label 37"),
+                         (good.astype(np.float64), "float64")):  # fmt: skip
+        np.savez(path, x_train=images, y_train=labels, x_test=images, y_test=labels)
+        assert main(args) == 2
+        err = capsys.readouterr().err
+        assert "y_train must hold integer labels 0-9" in err and said in err, err
+        assert len(err.strip().splitlines()) == 1 and not _db(unopened_store).exists()
 
 
 @pytest.mark.slow  # a fault drill: a real process and no tracking server
@@ -407,6 +417,45 @@ def test_a_relative_sqlite_uri_is_resolved_against_the_working_directory(
     assert code == 0
     assert (tmp_path / "rel" / "m.db").exists()
     assert f"sqlite:///{tmp_path.resolve()}/rel/m.db" in out.replace("\n", "")
+
+
+@pytest.mark.parametrize("uri", ["ftp://host/store", "file:///tmp/store", "bogus:x", "runs"])
+@pytest.mark.parametrize("command", [["leaderboard"], ["run", "--method", "fomaml", *TINY]])
+def test_a_tracking_uri_the_suite_cannot_use_is_one_line_and_writes_nothing(
+    uri, command, tmp_path, capsys, monkeypatch
+):
+    """Before: MLflow's two tracebacks (one about its model registry), exit 1."""
+    monkeypatch.chdir(tmp_path)
+    assert main([*command, "--tracking-uri", uri]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"error: tracking URI {uri!r} is not a store the suite can use")
+    assert "sqlite:///PATH/mlflow.db" in err and len(err.splitlines()) == 1, err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_runs_reads_the_default_store_without_making_one_and_closes_lost_runs_in_it(
+    tmp_path, store, capsys, monkeypatch
+):
+    """Before: `runs --stale` made ./runs/mlflow.db in an empty folder, and `runs --stale
+    --mark-failed` with no --tracking-uri (the documented way to close a killed sweep's
+    runs) ended in an AttributeError."""
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    monkeypatch.chdir(empty)
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    for extra in ([], ["--mark-failed"]):
+        assert main(["runs", "--stale", *extra]) == 0
+        assert capsys.readouterr().out.startswith("no store at sqlite:///")
+        assert list(empty.iterdir()) == []
+    # The default store named by MLFLOW_TRACKING_URI: a lost run in it is closed.
+    dead = MlflowTracker(store)
+    dead.start(plan_run("fomaml", "sinusoid-5shot", 0, {}, device="cpu"), "built-in")
+    dead._heartbeat.stop()  # the process "dies"
+    dead.client.set_tag(dead.run_id, HEARTBEAT_TAG, "1.0")  # its last beat: long ago
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", store)
+    assert main(["runs", "--stale", "--mark-failed"]) == 0
+    assert "1 stale run(s); 1 marked FAILED" in capsys.readouterr().out
+    assert MlflowClient(store).get_run(dead.run_id).info.status == "FAILED"
 
 
 def test_ray_resources_beyond_the_cluster_are_refused():
@@ -670,3 +719,40 @@ def test_a_run_whose_start_cannot_be_recorded_is_closed_failed_with_the_reason(
     (run,) = stored_runs(store)
     assert run.info.status == "FAILED"
     assert "the store refused the datasets" in run.data.tags["error"]
+
+
+def test_metrics_a_full_disk_kept_aside_are_written_back_and_the_run_closed(
+    store, tmp_path, capsys, monkeypatch
+):
+    """A run whose status did not fit on a full disk stays RUNNING, its refused metrics in
+    $TMPDIR/mesabench-unsaved/RUN.json: `runs` names the file, and `runs --stale
+    --mark-failed` writes the rows back (none twice), closes the run FAILED with the
+    reason, and removes the file."""
+    import tempfile
+
+    from mlflow.entities import Metric
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    tracker = MlflowTracker(store)
+    run_id = tracker.start(plan_run("fomaml", "sinusoid-5shot", 0, {}, device="cpu"), "built-in")
+    tracker._heartbeat.stop()
+    tracker.client.log_metric(run_id, "train/loss", 0.9, step=0)  # written before the disk filled
+    tracker.space_problem = "database or disk is full"
+    tracker._pending = [Metric("train/loss", v, 1000 + s, s) for s, v in ((0, 0.9), (1, 0.8),
+                                                                        (2, 0.7))]  # fmt: skip
+    kept = Path(tracker._keep_unsaved())
+    assert kept.parent == tmp_path / "tmp" / "mesabench-unsaved" and kept.exists()
+    capsys.readouterr()
+    assert main(["runs", "--tracking-uri", store]) == 0
+    assert f"run {run_id} left metrics the store could not take in {kept}" in (
+        capsys.readouterr().out)  # fmt: skip
+    assert kept.exists()  # listing writes nothing
+    assert main(["runs", "--stale", "--mark-failed", "--tracking-uri", store]) == 0
+    said = capsys.readouterr().out
+    assert f"wrote 2 kept metric row(s) of run {run_id} from {kept}; closed FAILED" in said
+    run = MlflowClient(store).get_run(run_id)
+    assert run.info.status == "FAILED" and "ran out of space" in run.data.tags["error"]
+    history = MlflowClient(store).get_metric_history(run_id, "train/loss")
+    assert sorted((m.step, m.value) for m in history) == [(0, 0.9), (1, 0.8), (2, 0.7)]
+    assert not kept.exists()

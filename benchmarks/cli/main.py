@@ -427,7 +427,8 @@ def cmd_reproduce(args, console: Console) -> int:
             link = _link(png)
             say(f"figure: {png} (its data: {png.with_suffix('.csv')})")
     if args.ship:
-        written = ship_table(outcome, tracker)
+        drawn = table.figure.history_keys() if table.figure is not None else set()
+        written = ship_table(outcome, tracker, drawn)
         say(f"shipped {written}")
     if args.markdown:
         sys.stdout.write(markdown(outcome, tracker.uri, args.lines, args.data_root, link))

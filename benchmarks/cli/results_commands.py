@@ -488,13 +488,32 @@ def cmd_runs(args, console: Console) -> int:
         mark_lost,
         process_alive,
     )
-    from benchmarks.store.reader import open_reader
+    from benchmarks.store.reader import (
+        default_tracking_uri,
+        normalise_uri,
+        open_reader,
+        sqlite_path,
+    )
+    from benchmarks.store.unsaved import kept_for, restore
 
     if args.mark_failed and not args.stale:
         raise ResultsUsageError("--mark-failed needs --stale (it closes only lost runs)")
+    uri = normalise_uri(args.tracking_uri or default_tracking_uri())
+    db = sqlite_path(uri)
+    if db is not None and not db.exists():  # nothing recorded: nothing to list or close
+        console.print(f"no store at {uri}: no runs recorded there", soft_wrap=True)
+        return 0
     # Listing only reads (a read-only store included); --mark-failed writes.
-    client = (open_store if args.mark_failed else open_for_reading)(args.tracking_uri)
-    reader = open_reader(args.tracking_uri, client)
+    client = (open_store if args.mark_failed else open_for_reading)(uri)
+    # Metrics a disk-full end kept aside: written back (and their runs closed) first.
+    for kept in kept_for(uri):
+        if args.mark_failed:
+            console.print(restore(client, kept), soft_wrap=True)
+        else:
+            console.print(f"run {kept.run_id} left metrics the store could not take in "
+                          f"{kept.path} (--stale --mark-failed writes them back)",
+                          soft_wrap=True)  # fmt: skip
+    reader = open_reader(uri, client)
     names = [args.benchmark] if args.benchmark else benchmarks_in_store(reader)
     if args.benchmark and reader.experiment_id(args.benchmark) is None:
         from benchmarks.catalog.installed import benchmark_spec

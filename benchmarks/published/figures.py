@@ -96,6 +96,11 @@ class TableFigure:
     source: str
     panels: tuple[Panel, ...]
 
+    def history_keys(self) -> set[str]:
+        """The metrics whose histories the figure draws (shipped with the table's runs)."""
+        return {series.key for panel in self.panels for series in panel.series
+                if isinstance(series, History)}  # fmt: skip
+
     def lines(self) -> set[str]:
         """The table lines the figure reads."""
         named: set[str] = set()

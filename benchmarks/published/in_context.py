@@ -87,6 +87,14 @@ def _icml23_one_step() -> Table:
                   run_budget(1000, 5000, 5000, lsa_paper()), versus=gd_one, tolerance=0.01,
                   relative=True, cite="ICML'23 sec. 3", cost_s=run_cost(7.1, 23.0, 85.0)),
         ),  # fmt: skip
+        figure=TableFigure(
+            "ICML'23 sec. 3, Fig. 2 (a trained LSA layer against one step of GD over training)",
+            (Panel("Loss over training, U(-0.5, 0.5)", "iteration", "validation loss", (
+                History("trained 1-layer LSA", lsa_h, "val/loss"),
+                Level("one GD step (fitted rate)", line=gd_h))),
+             Panel("Alignment with GD over training", "iteration", "sensitivity cosine", (
+                 History("trained 1-layer LSA", lsa_h, "monitor/align/sens_cosine"),))),
+        ),  # fmt: skip
         note="U(-1, 1) is the paper text's range, U(-0.5, 0.5) its public code's (0.2047 / "
         "0.2049 / 0.9994 are what the code's notebook reports, not numbers of the paper's "
         "text). cpu: batches of 256 tasks with 20 queries, 3,000 / 5,000 steps; paper: the "

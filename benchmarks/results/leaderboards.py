@@ -247,6 +247,11 @@ def _rows(runs: Sequence[RunRecord], group_by: Sequence[str]) -> list[Leaderboar
         key = (*(run.group_value(k) for k in group_by), run.code)
         groups.setdefault(key, LeaderboardRow(run.method)).runs.append(run)
     rows = list(groups.values())
+    for row in rows:
+        # A grouping without the method pools methods: the row names every one it pools.
+        methods = sorted({run.method for run in row.runs})
+        if len(methods) > 1:
+            row.method = " + ".join(methods)
     if "config_hash" not in group_by:
         for row in rows:
             row.pooled = _pooled(row)

@@ -24,7 +24,7 @@ import io
 import json
 import math
 import time
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -77,9 +77,11 @@ class Bundle:
 
 
 # -- writing -------------------------------------------------------------------------------
-def run_body(client, run, histories: bool, scratch: Path) -> dict[str, Any]:
+def run_body(client, run, histories: bool | Collection[str], scratch: Path) -> dict[str, Any]:
     """One stored run as a bundle holds it (``run``: an MLflow run; ``scratch``: a folder
-    for the artifacts it carries, read back at once)."""
+    for the artifacts it carries, read back at once). ``histories``: every metric's
+    history (True), none (False), or those of the metrics named (the others' last values
+    only)."""
     info, data = run.info, run.data
     tags = {k: v for k, v in data.tags.items() if k not in LOCAL_TAGS}
     body: dict[str, Any] = {
@@ -100,12 +102,14 @@ def run_body(client, run, histories: bool, scratch: Path) -> dict[str, Any]:
             local = Path(client.download_artifacts(info.run_id, path, str(scratch)))
             body["artifacts"][path] = local.read_text()
             local.unlink()
-    if histories:
+    keys = sorted(data.metrics) if histories is True else sorted(
+        set(histories or ()) & set(data.metrics))
+    if keys:
         body["histories"] = {
             key: [[m.step, m.timestamp, _number(m.value)]
                   for m in sorted(client.get_metric_history(info.run_id, key),
                                   key=lambda m: (m.step, m.timestamp))]
-            for key in sorted(data.metrics)
+            for key in keys
         }  # fmt: skip
     body["checksum"] = checksum(body)
     return body
@@ -264,8 +268,10 @@ def _import_runs(tracker, bundle: Bundle, now: float | None) -> Imported:
 def _metrics(run: dict[str, Any], when: int) -> list:
     from mlflow.entities import Metric
 
-    histories = run.get("histories")
-    if histories is None:  # the last values only, at step 0
-        return [Metric(k, float(v), when, 0) for k, v in run["metrics"].items()]
-    return [Metric(k, float(value), stamp, step)
-            for k, points in histories.items() for step, stamp, value in points]  # fmt: skip
+    histories = run.get("histories") or {}
+    # A metric with its history shipped gets every point; the others their last value,
+    # at step 0.
+    return [*(Metric(k, float(v), when, 0) for k, v in run["metrics"].items()
+              if k not in histories),
+            *(Metric(k, float(value), stamp, step)
+              for k, points in histories.items() for step, stamp, value in points)]  # fmt: skip

@@ -167,8 +167,9 @@ class RetryingClient:
             self._away_since, self._gone = None, False
 
 
-def open_store(uri: str) -> RetryingClient:
-    """A client on ``uri`` whose store exists and whose schema is complete.
+def open_store(uri: str | None = None) -> RetryingClient:
+    """A client on ``uri`` (default: the suite's default store) whose store exists and
+    whose schema is complete.
 
     MLflow creates a SQLite store's tables on first use; two processes doing that at once
     (a sweep's first runs, the UI opened beside them) collide mid-migration. Creating the
@@ -176,7 +177,7 @@ def open_store(uri: str) -> RetryingClient:
     do it and the others wait, then find it done.
     """
     configure_mlflow()
-    uri = normalise_uri(uri)
+    uri = normalise_uri(uri or default_tracking_uri())
     if uri.startswith(("http://", "https://")):
         probe_server(uri)
     db = sqlite_path(uri)

@@ -52,9 +52,30 @@ def sqlite_path(uri: str) -> Path | None:
     return Path(uri[len("sqlite:///") :])
 
 
+#: The stores the suite reads and writes: SQLite (claims and readers use SQL on it), an
+#: MLflow tracking server, or a database MLflow's SQLAlchemy store supports.
+SCHEMES = ("sqlite", "http", "https", "postgresql", "mysql", "mssql")
+
+
+def check_scheme(uri: str) -> None:
+    """Refuse, in one line, a tracking URI of a scheme the suite cannot use (MLflow's own
+    refusal is two tracebacks, one of them about its model registry)."""
+    scheme = uri.split(":", 1)[0].split("+", 1)[0].lower() if ":" in uri else ""
+    sqlite_file = uri.startswith(("sqlite:///", "sqlite+"))
+    if scheme not in SCHEMES or (scheme == "sqlite" and not sqlite_file):
+        what = f"scheme {scheme + ':'!r}" if scheme else "no scheme"
+        raise StoreUnreachable(
+            f"tracking URI {uri!r} is not a store the suite can use ({what}); give "
+            "sqlite:///PATH/mlflow.db, http(s)://HOST:PORT (an MLflow server), or a "
+            "postgresql://, mysql:// or mssql:// database"
+        )
+
+
 def normalise_uri(uri: str) -> str:
     """A ``sqlite:///relative/path`` made absolute against the working directory (MLflow
-    refuses relative SQLite paths); any other URI unchanged."""
+    refuses relative SQLite paths); any other URI unchanged. A URI of a scheme the suite
+    cannot use is refused (:func:`check_scheme`)."""
+    check_scheme(uri)
     db = sqlite_path(uri)
     if db is None or db.is_absolute():
         return uri

@@ -15,7 +15,7 @@ imported on every board (docs/bundles.md).
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from pathlib import Path
 
 from benchmarks.store.bundles import SUFFIX, Bundle, check_installed, import_bundle, read_bundle
@@ -63,11 +63,12 @@ def import_shipped(tracker, paths: Iterable[Path], benchmarks: set[str] | None =
     return added
 
 
-def ship_table(outcome, tracker) -> str:
+def ship_table(outcome, tracker, histories: Collection[str] = ()) -> str:
     """Write the runs a judged table read (``outcome``: :func:`reproduce`'s) to the table's
     shipped bundle, beside the runs it held already: runs of other presets or seeds stay,
     and a run imported from the bundle is kept as the bundle had it (never shipped again as
-    a new run). Final metrics only, no histories or checkpoints. Returns a one-line
+    a new run). Final metrics, and the ``histories`` named (those the table's figure draws:
+    short, one point per validation or log step); no checkpoints. Returns a one-line
     summary."""
     import tempfile
 
@@ -83,7 +84,7 @@ def ship_table(outcome, tracker) -> str:
             run = tracker.client.get_run(run_id)
             if run.data.tags.get(SOURCE_RUN_TAG) in kept:
                 continue  # the shipped run itself, imported here
-            body = run_body(tracker.client, run, histories=False, scratch=Path(scratch))
+            body = run_body(tracker.client, run, set(histories), scratch=Path(scratch))
             kept[body["source_run"]] = body
     data = bundle_bytes(kept.values(), __version__)
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -448,7 +448,10 @@ class MlflowTracker:
 
     def _keep_unsaved(self) -> str:
         """Write the metrics the store refused into a local JSON file (strict: NaN as
-        null); returns where (stderr when no folder takes it)."""
+        null); returns where (stderr when no folder takes it). ``runs --stale
+        --mark-failed`` writes them back (:mod:`benchmarks.store.unsaved`)."""
+        from benchmarks.store.unsaved import unsaved_folders
+
         body = {
             "run_id": self.run_id, "store": self.uri, "why": self.space_problem,
             "metrics": [{"key": m.key, "step": m.step, "timestamp": m.timestamp,
@@ -456,8 +459,7 @@ class MlflowTracker:
                         for m in self._pending],
         }  # fmt: skip
         text = json.dumps(body, indent=1, allow_nan=False)
-        for folder in (Path(tempfile.gettempdir()) / "mesabench-unsaved",
-                       Path.home() / ".cache" / "mesabench" / "unsaved"):  # fmt: skip
+        for folder in unsaved_folders():
             try:
                 folder.mkdir(parents=True, exist_ok=True)
                 path = folder / f"{self.run_id}.json"
