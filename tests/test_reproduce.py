@@ -557,3 +557,47 @@ def test_mesa_tables_label_what_the_thesis_states_and_what_is_the_suites():
         "1 causal linear-attention layer: 2 heads at or below 1 head (paired)"]
     assert (heads.check, heads.tolerance, heads.settings) == ("at_most", 0.0, {"heads": "2"})
     assert "app. 3.7.3.1" in heads.cite
+
+
+def test_the_icml23_paper_preset_trains_each_depth_as_the_paper_and_its_public_code():
+    """ICML'23 App. A.12 sets the LSA's learning rate, gradient clipping, init and token
+    clipping by depth, with the values not legible in the text; the `paper` preset of every
+    ICML'23 / thesis ch. 2 LSA line plans the public code's (constructed_token_setup.ipynb:
+    lr 1e-3, 5e-4 beyond 3 layers; global-norm clip 0.001 up to 2 layers, 10 beyond; Haiku
+    fan-in init at scale 0.002 / L on 11-wide tokens, std sqrt(0.002 / (11 L)); tokens
+    clipped to [-10, 10] beyond 3 layers; 5,000 steps recurrent, 50,000 untied;
+    normal_token_construct.ipynb for interleaved tokens), and no cpu line carries them."""
+    from benchmarks.planning.plan import plan_run
+    from benchmarks.published.in_context import TABLES as ICML23
+
+    expected = {  # (layers, tied, tokens): lr, grad_clip, init_std, clip, steps
+        (1, False, "constructed"): (1e-3, 1e-3, 0.01348, 0.0, 5000),
+        (2, True, "constructed"): (1e-3, 1e-3, 0.009535, 0.0, 5000),
+        (3, True, "constructed"): (1e-3, 10.0, 0.007785, 0.0, 5000),
+        (2, False, "constructed"): (1e-3, 1e-3, 0.009535, 0.0, 50000),
+        (3, False, "constructed"): (1e-3, 10.0, 0.007785, 0.0, 50000),
+        (4, False, "constructed"): (5e-4, 10.0, 0.006742, 10.0, 50000),
+        (5, False, "constructed"): (5e-4, 10.0, 0.00603, 10.0, 50000),
+        (2, False, "interleaved"): (1e-3, 10.0, 0.01768, 0.0, 10000),
+    }
+    names = ("lr", "grad_clip", "init_std", "clip", "steps")
+    planned: dict[tuple, set] = {}
+    for table in ICML23:
+        for claim in table.claims:
+            if claim.method != "lsa" or table.name == "icml23-sine":
+                continue
+            assert not {"lr", "grad_clip", "init_std", "clip"} & set(claim.overrides("cpu"))
+            params = plan_run("lsa", claim.benchmark_for("paper"),
+                              overrides=claim.overrides("paper"), device="cpu",
+                              preset=claim.benchmark_preset.get("paper")).flat_params()  # fmt: skip
+            assert (params["protocol.meta_batch"], params["task.queries"]) == ("2048", "1")
+            depth = (int(params["method.layers"]), params["method.tied"] == "True",
+                     params["task.tokens"])  # fmt: skip
+            planned.setdefault(depth, set()).add(tuple(float(params[key]) for key in (
+                "method.lr", "method.grad_clip", "method.init_std", "method.clip",
+                "protocol.iterations")))  # fmt: skip
+    assert set(planned) == set(expected)
+    for depth, values in expected.items():
+        (got,) = planned[depth]  # every line of a depth plans the same training
+        for name, want, value in zip(names, values, got, strict=True):
+            assert value == pytest.approx(want, rel=1e-3), (depth, name)

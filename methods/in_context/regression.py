@@ -171,8 +171,10 @@ class LSAConfig(AnalysisSettings):
         0, min=0, help="width of a learned MLP feature map phi(x), tokens (phi(x), y) (0: raw x)"
     )
     dampening: float = param(1.0, min=0.0, help="factor on every layer's update")
-    # 0.02 rather than the public code's 0.002: from 0.002 the U(-1, 1) task stays on the
-    # zero-predictor plateau for 20k steps (docs/RESULTS.md).
+    # A plain std. From 0.002 the U(-1, 1) task stays on the zero-predictor plateau for 20k
+    # steps (docs/RESULTS.md); 0.02 leaves it. The public code's 0.002 / L is not a std but
+    # the scale of Haiku's fan-in initialiser: std sqrt(0.002 / (L * width)), 0.0135 for one
+    # layer on 11-wide tokens (the `paper` preset's: benchmarks.published.in_context).
     init_std: float = param(0.02, min=0.0)
     lr: float = param(1e-3, min=0.0)
     grad_clip: float = param(1.0, min=0.0, help="global-norm clip (0: off)")
