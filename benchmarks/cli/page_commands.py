@@ -24,8 +24,7 @@ def add_commands(sub) -> None:
 
 
 def cmd_results_page(args: argparse.Namespace, console: Console) -> int:
-    from benchmarks.published.results_page import regenerate, sections
-    from benchmarks.store.tracking import MlflowTracker
+    from benchmarks.published.results_page import ScratchStores, regenerate, sections
 
     path = Path(args.page)
     try:
@@ -35,16 +34,15 @@ def cmd_results_page(args: argparse.Namespace, console: Console) -> int:
     found = list(sections(page))
     if not found:
         raise ConfigError(f"results-page: {path} has no '<!-- shipped table: ... -->' section")
-    # A scratch store: the shipped runs alone, whatever the user's own store holds.
+    # Scratch stores: the shipped runs alone, whatever the user's own store holds.
     with tempfile.TemporaryDirectory() as scratch:
-        tracker = MlflowTracker(f"sqlite:///{Path(scratch) / 'mlflow.db'}")
-        text, changed = regenerate(page, tracker)
+        text, changed = regenerate(page, ScratchStores(Path(scratch)))
     if args.check:
         for label in changed:
-            console.print(f"differs from its shipped runs: {label}")
-        console.print(f"{path}: {len(found)} section(s), {len(changed)} differ")
+            console.print(f"differs from its shipped runs: {label}", soft_wrap=True)
+        console.print(f"{path}: {len(found)} section(s), {len(changed)} differ", soft_wrap=True)
         return 1 if changed else 0
     if changed:
         path.write_text(text, encoding="utf-8")
-    console.print(f"{path}: {len(found)} section(s), {len(changed)} rewritten")
+    console.print(f"{path}: {len(found)} section(s), {len(changed)} rewritten", soft_wrap=True)
     return 0
