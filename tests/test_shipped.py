@@ -156,6 +156,7 @@ def test_the_results_page_is_what_its_shipped_runs_give(tmp_path, capsys):
     assert main(["results-page", str(edited), "--check"]) == 1
     said = capsys.readouterr().out
     assert "differs from its shipped runs: icml23-one-step --preset cpu --seeds 0-2" in said
-    assert "3 section(s), 1 differ" in said
+    count = committed.count("<!-- shipped table: ")  # the console may wrap the line
+    assert f"{count} section(s), 1 differ" in " ".join(said.split())
     assert main(["results-page", str(edited)]) == 0
     assert edited.read_text(encoding="utf-8") == committed
