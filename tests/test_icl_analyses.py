@@ -181,6 +181,95 @@ def test_a_constructed_lsa_layer_is_gd_at_every_context_size():
         assert diff < 1e-5 and cosine == pytest.approx(1.0, abs=1e-5)
 
 
+# -- alignment by GD rate (the ICLR'24 blog's sweep, Fig. 12) ---------------------------------
+class _Float64:
+    """A task source whose tasks come in float64 (the analysis samples its own)."""
+
+    def __init__(self, source):
+        self.source, self.problem, self.config = source, source.problem, source.config
+
+    def sample(self, num_tasks, generator, split="train"):
+        return self.source.sample(num_tasks, generator, split).to("cpu", torch.float64)
+
+
+def _tiny_lsa(rates: str, init_std: str = "0.02"):
+    plan = _plan("lsa", dim=3, shots=4, queries=2, align_rates=rates, init_std=init_std)
+    method = build_method(plan)
+    method.model.double()
+    return plan, method, _Float64(plan.task.build())
+
+
+def test_the_alignment_by_rate_is_a_hand_written_gd_step_beside_the_models_predictions():
+    """pred_diff_rate{r} (sens_diff_rate{r}) is the mean over held-out points of
+    |y_model - y_GD(r)| (||dy_model/dx_q - dy_GD(r)/dx_q||), y_GD(r) one GD step from zero
+    weights at rate r: computed here by hand, in float64, on the analysis' own tasks."""
+    rates = (0.5, 1.25, 2.0, 3.5)
+    plan, method, source = _tiny_lsa("0.5,1.25,2,3.5", init_std="0.3")  # far from GD
+    assert plan.method.align_rates == rates
+    got = icl_analyses.gd_alignment(method, source, tasks=40, seed=3, eta=1.7, rates=rates,
+                                    chunk=16)  # fmt: skip
+    batch = source.sample(40, seeded_generator(icl_analyses.ANALYSIS, 3))
+    sx, sy, qx = batch.support_x, batch.support_y, batch.query_x
+    assert sx.dtype == torch.float64
+    n = sx.shape[1]
+    with torch.no_grad():
+        model = method.forward(sx, sy, qx)[..., 0]  # [T, Q]
+    # The model's d y / d x_q, one task and query at a time.
+    sens_model = torch.stack([torch.stack([
+        torch.autograd.functional.jacobian(
+            lambda q, t=t, j=j: method.forward(sx[t:t + 1], sy[t:t + 1], q[None, None])[0, 0, 0],
+            qx[t, j])
+        for j in range(qx.shape[1])]) for t in range(sx.shape[0])])  # fmt: skip
+    for rate in (1.7, *rates):
+        w = (rate / n) * torch.einsum("tnd,tn->td", sx, sy[..., 0])  # w0 - rate * grad, w0 = 0
+        gd = torch.einsum("tqd,td->tq", qx, w)
+        pred_diff = (model - gd).abs().mean().item()
+        sens_diff = (sens_model - w[:, None]).norm(dim=-1).mean().item()
+        suffix = "" if rate == 1.7 else f"_rate{rate:g}"
+        assert got[f"final/align/pred_diff{suffix}"] == pytest.approx(pred_diff, abs=1e-6)
+        assert got[f"final/align/sens_diff{suffix}"] == pytest.approx(sens_diff, abs=1e-6)
+    assert pred_diff > 0.05  # the model is not GD: the comparison is not of zeros
+
+
+def test_the_prediction_difference_is_smallest_at_the_rate_a_gd_model_implements():
+    """An LSA holding the Prop. 1 construction at rate 1.3 is one GD step at 1.3: its
+    difference is 0 there, grows as |r - 1.3| E|y_GD(1)| away from it (one step from zero
+    weights is linear in the rate), and its sensitivity cosine is 1 whatever the rate."""
+    rates = (0.5, 1.0, 1.3, 1.6, 2.0)
+    _, method, source = _tiny_lsa("0.5,1,1.3,1.6,2")
+    built = {k: v.double() for k, v in gd_construction(3, 1.3, 4).items()}
+    built["projection"][0, 3, 3] = 1.3 / 4  # the rate in float64, not float32's 0.325
+    _set(method.layer(0).attention, built)
+    got = icl_analyses.gd_alignment(method, source, tasks=40, eta=2.0, rates=rates)
+    diffs = {r: got[f"final/align/pred_diff_rate{r:g}"] for r in rates}
+    assert min(diffs, key=diffs.get) == 1.3 and diffs[1.3] < 1e-12
+    batch = source.sample(40, seeded_generator(icl_analyses.ANALYSIS, 0))
+    unit = gd_token_predict(batch.support_x, batch.support_y, batch.query_x, [1.0])
+    for r in rates:
+        assert diffs[r] == pytest.approx(abs(r - 1.3) * unit.abs().mean().item(), abs=1e-9)
+    assert got["final/align/pred_diff"] == pytest.approx(diffs[2.0], abs=1e-12)
+    assert got["final/align/sens_cosine"] == pytest.approx(1.0, abs=1e-12)
+
+
+def test_align_rates_is_off_by_default_and_reaches_the_final_analysis(monkeypatch):
+    """Unset, no metric by rate and the plan hashes as before (a field added later); set,
+    the final analysis measures each rate; rates that one metric name would share are
+    refused."""
+    from benchmarks.planning.config import ConfigError
+
+    plain = _plan("lsa")
+    assert plain.method.align_rates == ()
+    assert plain.config_hash() != _plan("lsa", align_rates="2").config_hash()
+    with pytest.raises(ConfigError, match="align_rates must be distinct"):
+        _plan("lsa", align_rates="2,2.0")
+    monkeypatch.setattr(icl_analyses, "context_and_ood_curves", lambda *a, **k: {})
+    for rates, keys in (("", set()), ("0.5,2", {"pred_diff_rate0.5", "pred_diff_rate2",
+                                                "sens_diff_rate0.5", "sens_diff_rate2"})):
+        plan = _plan("lsa", analysis_tasks=50, align_rates=rates)
+        final = icl_analyses.analyse(build_method(plan), plan.task.build(), MemoryRecorder(), 0)
+        assert {k.removeprefix("final/align/") for k in final if "_rate" in k} == keys
+
+
 # -- out of distribution -------------------------------------------------------------------
 @pytest.mark.parametrize("dist, kurtosis", [("normal", 3.0), ("laplace", 6.0)])
 def test_other_input_distributions_keep_the_variance_and_the_closed_form_holds(dist, kurtosis):

@@ -85,39 +85,76 @@ def _blog_depth() -> Table:
     )
 
 
+#: The fixed rates of the sweep (ours: the blog's slider states none), around the fitted
+#: rate, about 2.03 here.
 _RATES = (0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 4.0)
+#: The fitted rate at this setting (the note's closed form), where the figure marks it.
+_FITTED_RATE = 2.03
+_SWEEP = "the blog's GD learning-rate sweep (sec. 'The effect of the GD learning rate', Fig. 12)"
+
+
+def _rate_line(rate: float) -> str:
+    return f"rate {rate:g}: prediction difference at least the fitted rate's (paired)"
 
 
 def _blog_gd_rate() -> Table:
-    task = {**_BLOG_TASK, "shots": "10"}
-    fitted = "one GD step at the fitted rate"
-    claims = [Claim(fitted, "linreg-icl", "gd", LOSS, task, run_budget(200, 500, 500),
-                    cost_s=run_cost(1.5, 2.0))]  # fmt: skip
+    # One trained LSA, compared at the end of training with one GD step at the fitted rate
+    # (final/align/pred_diff) and at each fixed rate (pred_diff_rate{r}), on the same 10,000
+    # held-out tasks: every line reads the same run, paired task by task. The sensitivity
+    # cosine is the same at every rate (GD's sensitivity is proportional to it): no lines.
+    task = {**_BLOG_TASK, "shots": "10", "align_rates": ",".join(f"{r:g}" for r in _RATES)}
+    budget = run_budget(1000, 5000, 5000)
+    # Measured at quick on the 2-core machine while both cores ran other measured runs (an
+    # upper bound): 76 s (37 s of training, 39 s of analyses; the other seeds 126 and 140 s);
+    # cpu and paper extrapolated from the steps, 5 x 37 + 39 s. Idle, the like 1-layer LSA
+    # of icml23-one-step (U(-1, 1), D = 10, 5,000 steps) shipped at 53 s.
+    cost = run_cost(76.0, 222.0, 222.0)
+    fitted = "trained LSA: prediction difference to GD at the fitted rate"
+    claims = [Claim(fitted, "linreg-icl", "lsa", "final/align/pred_diff", task, budget,
+                    cost_s=cost)]  # fmt: skip
     for rate in _RATES:
         claims.append(
-            Claim(f"rate {rate:g}: not below the fitted rate's loss (paired)", "linreg-icl",
-                  "gd", LOSS, {**task, "eta": str(rate)}, run_budget(1, 1, 1), versus=fitted,
-                  check="at_least", tolerance=0.001, relative=True, provenance="derived",
-                  cite="the fitted rate is the optimum (the blog's rate sweep)",
-                  cost_s=run_cost(1.0, 1.0))
+            Claim(_rate_line(rate), "linreg-icl", "lsa", f"final/align/pred_diff_rate{rate:g}",
+                  task, budget, versus=fitted, check="at_least", tolerance=0.05,
+                  relative=True, provenance="figure",
+                  cite=f"{_SWEEP}: 'The agreement between the two is maximized for a specific "
+                  "GD learning rate, which must be found by line search'; its key takeaways: "
+                  "'Only a specific GD learning rate succeeds in optimizing all three "
+                  "similarity metrics'; the analytic rate 'agrees well with the line search' "
+                  "(sec. 'Analytical derivation of the best GD learning rate'). The L2 error "
+                  "by rate is shown in the figure only; band ours",
+                  cost_s=cost)
         )  # fmt: skip
     return Table(
         "blog-gd-rate",
-        "One GD step's loss by learning rate: the fitted rate is the sweep's best",
-        f"{BLOG} (its GD learning-rate sweep; D = 5, C = 10, U(-1, 1))",
+        "A trained linear transformer agrees best with one GD step at the fitted rate: its "
+        "prediction difference to GD by learning rate",
+        f"{BLOG} ({_SWEEP}; D = 5, C = 10, U(-1, 1))",
         tuple(claims),
-        note="Fixed rates fit nothing (1 iteration); the fitted rate is the closed form over "
-        "the training batches (about 2.0 here: N / (s2 (N + d + k - 2)) = 2.03). The band "
-        "allows 0.1% below it: a rate within a few percent of the optimum ties with it (the "
-        "loss is flat there to second order), and the fitted rate is the training batches' "
-        "optimum, not the test tasks'.",
+        note="One 1-layer linear transformer trained as blog-depth-context's (5,000 steps of "
+        "256 tasks at cpu and paper, 1,000 at quick), then compared on 10,000 held-out tasks "
+        "with one GD step from zero weights at the rate fitted in closed form on other tasks "
+        "(about 2.03: N / (s2 (N + d + k - 2))) and at each fixed rate 0.5-4 (ours; the "
+        "blog's slider states none): mean |y_LSA - y_GD| (the blog's L2 error of the "
+        "predictions, squared there), paired task by task. Each line holds if the difference "
+        "at its rate is not more than 5% below the fitted rate's. The band is ours: the "
+        "fitted rate (one for all seeds: the analysis draws the test seed's tasks) is known "
+        "to about 0.5% (fits on other draws of 10,000 tasks: 2.019-2.038), and a rate that "
+        "far off moves the difference at the minimum by a few percent; a line could not "
+        "fail only with a band of |r - 2.03| E|y_GD(1)| / (the fitted rate's difference), "
+        "about 40% for rate 2 and over 500% for the others. Rate 2 is 1.5% from the fitted "
+        "rate and asks whether the model's own rate lies nearer 2.03 than 2 (three models "
+        "trained 5,000 steps in a check: 2.010, 2.041, 2.014): expect it inconclusive. The "
+        "cosine of the sensitivities is the same at every rate (GD's is proportional to "
+        "it), so the blog's 'converging to 1 for all GD learning rates' is no line here "
+        "(icml23-alignment holds the cosine); the gradients' difference by rate is logged "
+        "(sens_diff_rate{r}) but holds no line.",
         figure=TableFigure(
-            "the blog post's GD learning-rate sweep",
-            (Panel("One GD step by rate", "learning rate", "test loss", (
-                Points("GD, fixed rate", tuple(
-                    (r, f"rate {r:g}: not below the fitted rate's loss (paired)")
-                    for r in _RATES)),
-                Points("GD, fitted rate", ((2.03, fitted),)),
+            f"{_SWEEP}: the L2 error of the predictions by GD learning rate",
+            (Panel("Trained LSA against one GD step, by rate", "GD learning rate",
+                   "mean |y_LSA - y_GD|", (
+                Points("GD at a fixed rate", tuple((r, _rate_line(r)) for r in _RATES)),
+                Points("GD at the fitted rate", ((_FITTED_RATE, fitted),)),
             ), log_y=True),),
         ),  # fmt: skip
     )

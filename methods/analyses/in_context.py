@@ -11,7 +11,9 @@ Alignment with one step of GD (von Oswald et al. 2023, sec. 3): over held-out
 linear-regression tasks, mean |y_model - y_GD|, mean ||s_model - s_GD|| and mean
 cosine(s_model, s_GD), where s = d y_hat / d x_query and GD uses the rate fitted in closed
 form on separate tasks; at the end of training, at every context size n <= N, and (as
-``monitor/align/*``) at every meta-validation.
+``monitor/align/*``) at every meta-validation. At the end of training also beside one GD
+step at each fixed rate of the config's ``align_rates``, on the same tasks (the ICLR'24
+blog's GD learning-rate sweep, Fig. 12: the differences are smallest at one rate).
 
 For particular models: the GD++ rate and transform a tied plain LSA stack implements (read
 from its weights); what the first, softmax layer of a trained model on interleaved tokens
@@ -72,7 +74,8 @@ def analyse(method, source: TaskSource, log, seed: int) -> dict[str, float]:
     if not is_linear_regression(source):
         return {}
     began = time.perf_counter()
-    final = gd_alignment(method, source, tasks=analysis_tasks(method, FIT_TASKS), seed=seed)
+    final = gd_alignment(method, source, tasks=analysis_tasks(method, FIT_TASKS), seed=seed,
+                         rates=getattr(method.config, "align_rates", ()))  # fmt: skip
     final["final/align/wall_time_s"] = time.perf_counter() - began
     tasks = analysis_tasks(method, CURVE_TASKS)
     final.update(context_and_ood_curves(method, source, log, tasks=tasks, seed=seed))
@@ -107,15 +110,29 @@ def gd_alignment(
     seed: int = 0,
     chunk: int = 2000,
     eta: float | None = None,
+    rates: tuple[float, ...] = (),
 ) -> dict[str, float]:
+    """Mean |y_model - y_GD|, mean ||s_model - s_GD||, mean cosine(s_model, s_GD) and both
+    losses over ``tasks`` held-out tasks, GD one step from zero weights at ``eta`` (None:
+    fitted on tasks of its own); and, on the same tasks, the two differences with one GD
+    step at each fixed rate of ``rates`` (``final/align/pred_diff_rate{r:g}``,
+    ``sens_diff_rate{r:g}``). No cosine by rate: one step from zero weights has
+    s_GD = (eta / N) sum_i y_i x_i, proportional to the rate, so the cosine is the same at
+    every rate > 0 (the blog's "model similarity is converging to 1 for all GD learning
+    rates" holds by construction)."""
     if eta is None:
         eta = fitted_gd_rate(source, method.device, tasks=tasks, seed=seed)
 
-    def gd(sx, sy, qx):
-        return gd_token_predict(sx, sy, qx, [eta])
+    def gd_at(rate: float):
+        def gd(sx, sy, qx):
+            return gd_token_predict(sx, sy, qx, [rate])
 
+        return gd
+
+    gd = gd_at(eta)
     batch = source.sample(tasks, seeded_generator(ANALYSIS, seed, device=method.device))
     sums = torch.zeros(5, dtype=torch.float64)
+    by_rate = torch.zeros(len(rates), 2, dtype=torch.float64)
     count = 0
     for start in range(0, tasks, chunk):
         part = batch.slice(start, start + chunk)
@@ -123,6 +140,11 @@ def gd_alignment(
             method.forward, part.support_x, part.support_y, part.query_x
         )
         pred_g, sens_g = _with_sensitivity(gd, part.support_x, part.support_y, part.query_x)
+        for i, rate in enumerate(rates):
+            pred_r, sens_r = _with_sensitivity(gd_at(rate), part.support_x, part.support_y,
+                                               part.query_x)  # fmt: skip
+            diffs = [(pred_m - pred_r).abs().sum(), (sens_m - sens_r).norm(dim=-1).sum()]
+            by_rate[i] += torch.stack(diffs).double().cpu()
         cosine = torch.nn.functional.cosine_similarity(sens_m, sens_g, dim=-1)
         sums += (
             torch.stack(
@@ -139,7 +161,7 @@ def gd_alignment(
         )
         count += pred_m[..., 0].numel()
     pred_diff, sens_diff, cosine, model_loss, gd_loss = (sums / count).tolist()
-    return {
+    final = {
         "final/align/pred_diff": pred_diff,
         "final/align/sens_diff": sens_diff,
         "final/align/sens_cosine": cosine,
@@ -147,6 +169,10 @@ def gd_alignment(
         "final/align/gd_loss": gd_loss,
         "final/align/gd_eta": eta,
     }
+    for rate, (pred_r, sens_r) in zip(rates, (by_rate / count).tolist(), strict=True):
+        final[f"final/align/pred_diff_rate{rate:g}"] = pred_r
+        final[f"final/align/sens_diff_rate{rate:g}"] = sens_r
+    return final
 
 
 INPUT_SCALES = (0.5, 0.75, 1.0, 1.5, 2.0)

@@ -187,8 +187,17 @@ class LSAConfig(AnalysisSettings):
     copy_scale: float = param(
         50.0, min=0.0, added="0.2", help="softmax scale of the constructed copy layer"
     )
+    align_rates: tuple[float, ...] = param(
+        (), min=0.0, added="0.3",
+        help="fixed GD rates the final alignment also compares the trained model with, "
+        "one GD step from zero weights at each (final/align/pred_diff_rate{r}, "
+        "sens_diff_rate{r}: the blog's GD learning-rate sweep, Fig. 12); empty: none",
+    )  # fmt: skip
 
     def check(self) -> None:
+        if len({f"{r:g}" for r in self.align_rates}) != len(self.align_rates):
+            raise ConfigError(f"align_rates must be distinct (as their metrics name them, "
+                              f"{{r:g}}): got {self.align_rates}")  # fmt: skip
         if self.construction == "copy_gd" and (
             self.layers != 2 or self.first_layer != "softmax" or self.heads != 1
             or self.embed or self.mlp or self.layernorm or self.softmax or self.tied
