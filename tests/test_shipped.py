@@ -4,6 +4,7 @@ without re-running them. A real SQLite store, the command line in-process."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -139,6 +140,45 @@ def test_a_typo_beside_shipped_runs_is_one_line_and_imports_nothing(
         (line,) = capsys.readouterr().err.strip().splitlines()
         assert "--since" in line or "seed" in line, line
         assert not Path(unopened_store.removeprefix("sqlite:///")).exists(), argv
+
+
+def test_the_readmes_reproduce_example_runs_nothing_and_draws_from_the_shipped_runs(
+    tmp_path, store, capsys
+):
+    """README's `reproduce icml23-one-step --preset cpu --figure figs/`: every cell is
+    shipped, so nothing runs, and the figure (ICML'23 Fig. 2: loss and alignment over
+    training) is drawn from the histories the bundle carries: each point the mean over the
+    three seeds' shipped histories."""
+    import csv
+    import statistics
+
+    from benchmarks.store.shipped import table_bundle
+
+    readme = (RESULTS_PAGE.parents[1] / "README.md").read_text(encoding="utf-8")
+    assert "python -m benchmarks reproduce icml23-one-step --preset cpu --figure figs/" in readme
+    figs = tmp_path / "figs"
+    assert main(["reproduce", "icml23-one-step", "--preset", "cpu", "--figure", str(figs),
+                 "--tracking-uri", store]) == 0  # fmt: skip
+    out = capsys.readouterr().out
+    counts = re.findall(r"(\d+) to run", out.replace("\n", " "))
+    assert counts and set(counts) == {"0"}, out  # every line's sweep found its cells done
+    assert (figs / "icml23-one-step.png").stat().st_size > 10_000
+    with open(figs / "icml23-one-step.csv", encoding="utf-8") as handle:
+        drawn = [row for row in csv.DictReader(handle) if row["series"] == "trained 1-layer LSA"]
+    lsa = [r for r in read_bundle(table_bundle("icml23-one-step")).runs
+           if r["tags"]["mesabench.method"] == "lsa"
+           and r["params"]["task.input_range"] == "0.5"]  # fmt: skip
+    assert len(lsa) == 3
+    for key, panel in (("val/loss", "Loss over training"),
+                       ("monitor/align/sens_cosine", "Alignment with GD over training")):
+        by_step: dict[int, list[float]] = {}
+        for run in lsa:
+            for step, _, value in run["histories"][key]:
+                by_step.setdefault(step, []).append(value)
+        points = {float(r["x"]): float(r["mean"]) for r in drawn if r["panel"].startswith(panel)}
+        assert len(points) == len(by_step) >= 20
+        assert points == pytest.approx({float(k): statistics.fmean(v)
+                                        for k, v in by_step.items()}, rel=1e-9)
 
 
 def _one_step_row(page: str) -> tuple[str, str]:
