@@ -42,7 +42,9 @@ def cmd_results_page(args: argparse.Namespace, console: Console) -> int:
             console.print(f"differs from its shipped runs: {label}", soft_wrap=True)
         console.print(f"{path}: {len(found)} section(s), {len(changed)} differ", soft_wrap=True)
         return 1 if changed else 0
-    if changed:
-        path.write_text(text, encoding="utf-8")
+    if changed:  # whole or not at all: a page half-written would lose prose
+        partial = path.with_name(f".{path.name}.partial")
+        partial.write_text(text, encoding="utf-8")
+        partial.replace(path)
     console.print(f"{path}: {len(found)} section(s), {len(changed)} rewritten", soft_wrap=True)
     return 0
