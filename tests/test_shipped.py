@@ -129,16 +129,18 @@ def test_a_typo_beside_shipped_runs_is_one_line_and_imports_nothing(
     shipped, new_store, unopened_store, capsys
 ):
     """The shipped runs are imported before the store is read: every setting is checked
-    before that, so a bad --since or --seeds writes nothing at all."""
+    before that, so a bad --since, --metric or --seeds writes nothing at all."""
     lab = new_store("lab")
     assert main(["run", "--method", "maml", *TINY, "--tracking-uri", lab]) == 0
     assert main(["export", str(shipped / f"{TABLE}.mesabundle"), "--tracking-uri", lab]) == 0
     capsys.readouterr()
-    for argv in (["leaderboard", "--shipped", "--since", "yesterday"],
-                 ["reproduce", TABLE, "--seeds", "0-x", "--no-run"]):  # fmt: skip
+    for argv, said in ((["leaderboard", "--shipped", "--since", "yesterday"], "--since"),
+                       (["leaderboard", "--shipped", "--metric", "final/tst_loss"],
+                        "cannot rank by final/tst_loss"),
+                       (["reproduce", TABLE, "--seeds", "0-x", "--no-run"], "seed")):  # fmt: skip
         assert main([*argv, "--tracking-uri", unopened_store]) == 2, argv
         (line,) = capsys.readouterr().err.strip().splitlines()
-        assert "--since" in line or "seed" in line, line
+        assert said in line, line
         assert not Path(unopened_store.removeprefix("sqlite:///")).exists(), argv
 
 

@@ -113,13 +113,16 @@ def add_commands(sub) -> None:
 
 def _import_shipped(args) -> None:
     """``--shipped``: the shipped runs of the chosen benchmark (of every one, with --all)
-    into the store, before it is read. The benchmark and the run filter are checked first:
-    a typo there writes nothing."""
+    into the store, before it is read. The benchmark, the run filter and the metric are
+    checked first: a typo there writes nothing."""
     from benchmarks.catalog.installed import benchmark_spec
+    from benchmarks.results.leaderboards import ranking_direction
     from benchmarks.store.shipped import import_shipped, shipped_bundles, shipped_folder
     from benchmarks.store.tracking import MlflowTracker
 
     _filter(args)
+    if args.metric is not None:
+        ranking_direction(args.metric)  # a metric that cannot rank: refused, nothing imported
     wanted = None if args.all else {benchmark_spec(_benchmark(args)).name}
     bundles = shipped_bundles()
     if not bundles:
