@@ -123,13 +123,9 @@ def gd_alignment(
     if eta is None:
         eta = fitted_gd_rate(source, method.device, tasks=tasks, seed=seed)
 
-    def gd_at(rate: float):
-        def gd(sx, sy, qx):
-            return gd_token_predict(sx, sy, qx, [rate])
+    def gd(sx, sy, qx):
+        return gd_token_predict(sx, sy, qx, [eta])
 
-        return gd
-
-    gd = gd_at(eta)
     batch = source.sample(tasks, seeded_generator(ANALYSIS, seed, device=method.device))
     sums = torch.zeros(5, dtype=torch.float64)
     by_rate = torch.zeros(len(rates), 2, dtype=torch.float64)
@@ -141,8 +137,9 @@ def gd_alignment(
         )
         pred_g, sens_g = _with_sensitivity(gd, part.support_x, part.support_y, part.query_x)
         for i, rate in enumerate(rates):
-            pred_r, sens_r = _with_sensitivity(gd_at(rate), part.support_x, part.support_y,
-                                               part.query_x)  # fmt: skip
+            # One step from zero weights predicts (rate / N) x_q . sum_i y_i x_i: its
+            # prediction and sensitivity at any rate are the fitted rate's, scaled.
+            pred_r, sens_r = pred_g * (rate / eta), sens_g * (rate / eta)
             diffs = [(pred_m - pred_r).abs().sum(), (sens_m - sens_r).norm(dim=-1).sum()]
             by_rate[i] += torch.stack(diffs).double().cpu()
         cosine = torch.nn.functional.cosine_similarity(sens_m, sens_g, dim=-1)
