@@ -511,7 +511,9 @@ def cmd_runs(args, console: Console) -> int:
     # Metrics a disk-full end kept aside: written back (and their runs closed) first.
     for kept in kept_for(uri):
         if args.mark_failed:
-            console.print(restore(client, kept), soft_wrap=True)
+            said = restore(client, kept)
+            if said is not None:  # None: another command took the file meanwhile
+                console.print(said, soft_wrap=True)
         else:
             console.print(f"run {kept.run_id} left metrics the store could not take in "
                           f"{kept.path} (--stale --mark-failed writes them back)",

@@ -47,25 +47,36 @@ def kept_for(uri: str) -> list[Kept]:
     return found
 
 
-def restore(client, kept: Kept) -> str:
+def restore(client, kept: Kept) -> str | None:
     """Write ``kept``'s metrics into its run (each row once: rows already there are not
     written again), close the run FAILED with the kept reason if it is still RUNNING, and
-    remove the file; returns what was done, in words."""
+    remove the file; returns what was done, in words. The file is taken first (renamed): of
+    two commands restoring at once, one writes and the other finds it gone (None)."""
     from mlflow.entities import Metric
 
-    run = client.get_run(kept.run_id)
-    present = {key: {m.step for m in client.get_metric_history(kept.run_id, key)}
-               for key in {m["key"] for m in kept.metrics}}  # fmt: skip
-    rows = [Metric(m["key"], math.nan if m["value"] is None else float(m["value"]),
-                   int(m["timestamp"]), int(m["step"]))
-            for m in kept.metrics if m["step"] not in present[m["key"]]]  # fmt: skip
-    for start in range(0, len(rows), 1000):  # MLflow's batch limit
-        client.log_batch(kept.run_id, metrics=rows[start:start + 1000])
-    said = f"wrote {len(rows)} kept metric row(s) of run {kept.run_id} from {kept.path}"
-    if run.info.status == "RUNNING":
-        reason = f"the store ran out of space ({kept.why}); its kept metrics written back"
-        client.set_tag(kept.run_id, "error", reason)
-        client.set_terminated(kept.run_id, status="FAILED")
-        said += "; closed FAILED"
-    kept.path.unlink()
+    from benchmarks.store.lifecycle import mark_lost
+
+    taken = kept.path.with_name(f".{kept.path.name}.restoring")
+    try:
+        kept.path.rename(taken)
+    except FileNotFoundError:
+        return None
+    try:
+        run = client.get_run(kept.run_id)
+        present = {key: {m.step for m in client.get_metric_history(kept.run_id, key)}
+                   for key in {m["key"] for m in kept.metrics}}  # fmt: skip
+        rows = [Metric(m["key"], math.nan if m["value"] is None else float(m["value"]),
+                       int(m["timestamp"]), int(m["step"]))
+                for m in kept.metrics if m["step"] not in present[m["key"]]]  # fmt: skip
+        for start in range(0, len(rows), 1000):  # MLflow's batch limit
+            client.log_batch(kept.run_id, metrics=rows[start:start + 1000])
+        said = f"wrote {len(rows)} kept metric row(s) of run {kept.run_id} from {kept.path}"
+        if run.info.status == "RUNNING":
+            mark_lost(client, kept.run_id, f"the store ran out of space ({kept.why}); its "
+                      "kept metrics written back")  # fmt: skip
+            said += "; closed FAILED"
+    except BaseException:
+        taken.rename(kept.path)  # not written back: kept for the next try
+        raise
+    taken.unlink()
     return said
