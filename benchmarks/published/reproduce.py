@@ -279,21 +279,30 @@ def markdown(
     return "\n".join(text) + "\n"
 
 
-def shipped_seconds(table: Table, preset: str) -> dict[tuple, float]:
-    """The mean wall seconds of each of the table's runs at ``preset`` (keyed by
-    :func:`run_key`) over its shipped runs of that configuration, from their recorded start
-    and end; runs with no shipped run are absent."""
+def shipped_times(table: Table) -> dict[str, list[float]]:
+    """The wall seconds of the table's shipped FINISHED runs, by configuration hash, from
+    their recorded start and end (empty: the table ships none)."""
     from benchmarks.store.bundles import read_bundle
     from benchmarks.store.shipped import table_bundle
 
     path = table_bundle(table.name)
-    if not path.exists():
-        return {}
     seconds: dict[str, list[float]] = {}
-    for run in read_bundle(path).runs:
+    for run in read_bundle(path).runs if path.exists() else []:
         if run["status"] == "FINISHED" and run.get("end_time"):
             seconds.setdefault(run["tags"]["mesabench.config_hash"], []).append(
                 (run["end_time"] - run["start_time"]) / 1000)  # fmt: skip
+    return seconds
+
+
+def shipped_seconds(table: Table, preset: str,
+                    times: dict[str, list[float]] | None = None) -> dict[tuple, float]:  # fmt: skip
+    """The mean wall seconds of each of the table's runs at ``preset`` (keyed by
+    :func:`run_key`) over its shipped runs of that configuration (``times``:
+    :func:`shipped_times`, read here when not given); runs with no shipped run are
+    absent."""
+    seconds = shipped_times(table) if times is None else times
+    if not seconds:
+        return {}
     seeds = parse_seeds(table.seeds)
     out: dict[tuple, float] = {}
     for claim in table.claims:
@@ -304,9 +313,9 @@ def shipped_seconds(table: Table, preset: str) -> dict[tuple, float]:
             hashes = set(plan_cells(claim_spec(claim, preset, seeds)).values())
         except ConfigError:  # a preset this installation cannot plan (a missing plugin)
             continue
-        times = [t for h in hashes for t in seconds.get(h, [])]
-        if times:
-            out[key] = math.fsum(times) / len(times)
+        times_here = [t for h in hashes for t in seconds.get(h, [])]
+        if times_here:
+            out[key] = math.fsum(times_here) / len(times_here)
     return out
 
 
@@ -317,9 +326,10 @@ def catalog_rows(tables: Sequence[Table]) -> list[tuple[str, ...]]:
     out = []
     for table in tables:
         n_seeds = len(parse_seeds(table.seeds))
+        times = shipped_times(table)  # the bundle read once for the three presets
         costs = []
         for preset in ("quick", "cpu", "paper"):
-            measured = shipped_seconds(table, preset)
+            measured = shipped_seconds(table, preset, times)
             known, unknown = table.cost_s(preset, n_seeds, measured)
             per_seed = table.runs_per_seed(preset)
             runs = per_seed * n_seeds
