@@ -212,6 +212,26 @@ def test_a_results_page_section_off_its_shipped_runs_is_named_and_written_back(
     assert page.read_text(encoding="utf-8") == section
 
 
+@pytest.mark.parametrize(("marker", "said"), [
+    ("icml23-sine --preset bogus --seeds 0-2", "--preset must be one of quick, cpu, paper"),
+    ("icml23-sine --preset cpu --seeds 0-x", "seeds must look like"),
+    ("icml23-sinus --preset cpu --seeds 0-2", "icml23-sinus"),
+])  # fmt: skip
+def test_a_results_page_section_naming_what_does_not_exist_is_one_line(
+    marker, said, tmp_path, capsys
+):
+    """A section marker with a misspelt table, preset or seeds: one line naming the section,
+    exit 2, before any bundle is read, and the page unchanged."""
+    page = tmp_path / "RESULTS.md"
+    text = f"<!-- shipped table: {marker} -->\nbefore\n<!-- end shipped table -->\n"
+    page.write_text(text, encoding="utf-8")
+    assert main(["results-page", str(page)]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith(f"error: results page, section {marker}: ") and said in line, line
+    assert page.read_text(encoding="utf-8") == text
+    assert not any(tmp_path.glob("*/mlflow.db"))
+
+
 @pytest.mark.slow  # every shipped table imported and judged (~20 CPU-s, growing with them)
 def test_the_results_page_is_what_its_shipped_runs_give(tmp_path):
     """The committed page is what `results-page` writes from shipped_runs/, each table

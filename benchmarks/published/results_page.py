@@ -43,6 +43,18 @@ class Section:
     def label(self) -> str:
         return f"{self.table} --preset {self.preset} --seeds {self.seeds}"
 
+    def check(self) -> None:
+        """The table, the preset and the seeds it names exist (one line, else)."""
+        from benchmarks.published.tables import check_preset, table_named
+        from benchmarks.sweeps.spec import parse_seeds
+
+        try:
+            table_named(self.table)
+            check_preset(self.preset)
+            parse_seeds(self.seeds)
+        except ConfigError as err:
+            raise ConfigError(f"results page, section {self.label}: {err}") from None
+
 
 def sections(page: str) -> Iterator[Section]:
     """The page's generated sections, in order; an unclosed or nested one is refused."""
@@ -131,8 +143,11 @@ def section_text(section: Section, tracker) -> str:
 def regenerate(page: str, stores: ScratchStores) -> tuple[str, list[str]]:
     """The page with every generated section rewritten (each judged in a new store of
     ``stores``), and the labels of those that changed."""
+    found = list(sections(page))
+    for section in found:  # every section's names checked before anything is imported
+        section.check()
     out, changed, at = [], [], 0
-    for section in sections(page):
+    for section in found:
         text = section_text(section, stores.new())
         out += [page[at:section.start], text]
         if page[section.start:section.end] != text:
