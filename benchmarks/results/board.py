@@ -258,12 +258,20 @@ class Leaderboard:
         """Whether the row holds runs made by another suite version."""
         return not row.is_reference and row.versions() != {self.version}
 
+    @functools.cached_property
+    def _codes_by_method(self) -> dict[str, set[str]]:
+        """Each method's code digests over our rows, read in one pass (a pass per printed
+        row made a 10,000-row board quadratic)."""
+        codes: dict[str, set[str]] = {}
+        for r in self.ours:
+            codes.setdefault(r.method, set()).add(r.code)
+        return codes
+
     def config_label(self, row: LeaderboardRow) -> str:
         if row.is_reference:
             kind = row.reference.kind
             return f"{kind} ({row.reference.source})"
-        same_method = [r for r in self.ours if r.method == row.method]
-        codes = {r.code for r in same_method}
+        codes = self._codes_by_method.get(row.method, set())
         parts = []
         if self.config_keys:
             first = row.runs[0].params
