@@ -46,18 +46,24 @@ def cache_dir() -> Path:
 
 
 _active_root: str | None = None
+#: Whether the active root is the only place looked (a root the user gave).
+_active_only = False
 _files_read: set[Path] = set()
 
 
 @contextmanager
-def using_data_root(root: str | os.PathLike | None) -> Iterator[None]:
-    """Search ``root`` first while the block runs (a run's recorded data root)."""
-    global _active_root
-    before, _active_root = _active_root, None if root is None else str(root)
+def using_data_root(root: str | os.PathLike | None, only: bool = False) -> Iterator[None]:
+    """Search ``root`` first while the block runs (a run's recorded data root); with
+    ``only`` (a root given explicitly), search it alone: a file missing there is an error,
+    never read from ``MESABENCH_DATA`` or the cache instead."""
+    global _active_root, _active_only
+    before = _active_root, _active_only
+    _active_root = None if root is None else str(root)
+    _active_only = only and root is not None
     try:
         yield
     finally:
-        _active_root = before
+        _active_root, _active_only = before
 
 
 def active_data_root() -> str | None:
@@ -69,8 +75,14 @@ def active_data_root() -> str | None:
 def resolve_data_root(explicit: str | os.PathLike | None) -> str | None:
     """The data root a run records: ``explicit``, else ``MESABENCH_DATA``, as an absolute
     path; None when neither is given (the per-user cache is searched then)."""
-    chosen = explicit or os.environ.get(DATA_ENV)
-    return str(Path(chosen).expanduser().resolve()) if chosen else None
+    return explicit_root(explicit or os.environ.get(DATA_ENV))
+
+
+def explicit_root(given: str | os.PathLike | None) -> str | None:
+    """A root the user gave (``--data-root``, a sweep file's ``data_root``) as an absolute
+    path; None when none was given. What is handed on as given must be only this: a root
+    taken from ``MESABENCH_DATA`` is a fallback, not the only place to look."""
+    return str(Path(given).expanduser().resolve()) if given else None
 
 
 def note_file_read(path: Path) -> None:
@@ -96,7 +108,10 @@ def file_digests(paths: list[Path]) -> list[dict[str, object]]:
 
 
 def data_roots(explicit: str | os.PathLike | None = None) -> list[Path]:
-    """The places searched, in order."""
+    """The places searched, in order, each once. A run's root given explicitly is the
+    only one (docs/data.md: the order below is the fallback when none is given)."""
+    if _active_only:
+        return [Path(_active_root)]
     roots = []
     if explicit:
         roots.append(Path(explicit))
@@ -105,7 +120,7 @@ def data_roots(explicit: str | os.PathLike | None = None) -> list[Path]:
     if os.environ.get(DATA_ENV):
         roots.append(Path(os.environ[DATA_ENV]))
     roots.append(cache_dir())
-    return roots
+    return list(dict.fromkeys(roots))
 
 
 def find_file(name: str, explicit: str | os.PathLike | None = None) -> Path:

@@ -230,3 +230,40 @@ def test_official_omniglot_folders_convert_once_to_the_array_form(tmp_path):
         assert data["background"].tolist() == [True] * 4 + [False] * 2
         assert list(data["alphabet"][:2]) == ["Greek", "Greek"]  # sorted, as listed
         assert data["images"][0, 0, 14, 14] < 128 < data["images"][0, 0, 14, 2]
+
+
+def test_an_explicit_data_root_is_the_only_place_looked(data_root, tmp_path, store, cli):
+    """``--data-root DIR`` whose folder lacks the file is refused even where MESABENCH_DATA
+    (here ``data_root``) holds it: one line naming the file and each folder looked in
+    once, exit 2, nothing recorded. Without the flag the same run reads MESABENCH_DATA's."""
+    from tests.helpers import stored_runs
+
+    write_omniglot(data_root)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    small = ["--set", "iterations=1", "--set", "val_every=1", "--set", "val_tasks=2",
+             "--set", "test_tasks=2", "--set", "meta_batch=2", "--set", "val_classes=6",
+             "--set", "channels=4", "--tracking-uri", store]  # fmt: skip
+    done = cli("run", "--method", "fomaml", "--benchmark", "omniglot-5w1s", *small,
+               "--data-root", str(empty))  # fmt: skip
+    assert done.returncode == 2, done.stdout + done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert "'omniglot28.npz' not found" in line
+    assert line.count(str(empty / "omniglot28.npz")) == 1
+    assert str(data_root) not in line and "cache" not in line
+    assert stored_runs(store, "omniglot-5w1s") == []
+    done = cli("run", "--method", "fomaml", "--benchmark", "omniglot-5w1s", *small)
+    assert done.returncode == 0, done.stderr
+    (run,) = stored_runs(store, "omniglot-5w1s")
+    assert run.data.params["data_root"] == str(data_root.resolve())
+
+
+def test_data_roots_list_each_folder_once(data_root, monkeypatch):
+    from mesabench_datasets.data_root import data_roots, using_data_root
+
+    with using_data_root(data_root):  # the run's root is MESABENCH_DATA's: looked in once
+        assert data_roots(data_root).count(data_root) == 1
+    with using_data_root(data_root, only=True):
+        assert data_roots() == [data_root]
+    with using_data_root(None, only=True):  # no root given: the fallback order
+        assert data_roots()[0] == data_root

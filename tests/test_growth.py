@@ -3,11 +3,11 @@ cost at N and at 4N, as a ratio measured in one process.
 
 Linear work gives 4x, quadratic 16x; above 6x fails. A ratio of this process' CPU seconds,
 not of wall times: what other processes take of the cores does not count, and each size's
-time is the least of its repeats, the sizes interleaved. The stores are copies of one real run made inside SQLite
-(bench/synthetic_store.py): 3,000 and 12,000 runs, ten seeds per configuration, so a board
-has 300 and 1,200 rows. A planted loop that walks every run for each printed row (what made
-the 100k-run board take 77 s) must fail the guard; bench/leaderboard_speed.py gives the
-absolute figures at 100k runs.
+time is the least of its repeats, the sizes interleaved. The stores are copies of one real
+run made inside SQLite (bench/synthetic_store.py): 3,000 and 12,000 runs, ten seeds per
+configuration, so a board has 300 and 1,200 rows. A planted loop that walks every run for
+each printed row (what made the 100k-run board take 77 s) must fail the guard;
+bench/leaderboard_speed.py gives the absolute figures at 100k runs.
 """
 
 from __future__ import annotations

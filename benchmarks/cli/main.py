@@ -347,7 +347,7 @@ def cmd_tune(args, console: Console) -> int:
     from benchmarks.store.tracking import MlflowTracker
     from benchmarks.sweeps.spec import parse_seeds
     from benchmarks.sweeps.tune import TuneSpec, run_tune
-    from mesabench_datasets.data_root import resolve_data_root
+    from mesabench_datasets.data_root import explicit_root
 
     if args.workers < 1:
         raise UsageError(f"--workers must be >= 1 (got {args.workers})")
@@ -358,7 +358,7 @@ def cmd_tune(args, console: Console) -> int:
         benchmark=args.benchmark, methods=methods, trials=args.trials,
         seeds=parse_seeds(args.seeds), tune_seeds=parse_seeds(args.tune_seeds),
         settings=tuple(parse_pairs(args.overrides, "--set").items()), preset=args.preset,
-        device=args.device, data_root=resolve_data_root(args.data_root), select=args.select,
+        device=args.device, data_root=explicit_root(args.data_root), select=args.select,
         sampler_seed=args.sampler_seed,
     )  # fmt: skip
     _report_plugin_errors(console)

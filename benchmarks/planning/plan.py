@@ -6,6 +6,7 @@ touches the results store.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import json
@@ -20,7 +21,7 @@ from benchmarks.planning.config import as_dict, from_dict
 from benchmarks.planning.resolve import layers_of, resolve
 from benchmarks.protocols.base import execution_of
 from mesabench_core import RUN_LOCAL_SETTINGS, ConfigError, IncompatibleSetting, identity_dict
-from mesabench_datasets.data_root import resolve_data_root
+from mesabench_datasets.data_root import explicit_root, resolve_data_root
 from mesabench_datasets.tasks import TaskConfig, TaskSource
 from methods.registry import METHODS
 
@@ -42,6 +43,10 @@ class RunPlan:
     #: Absolute folder searched first for dataset files (None: MESABENCH_DATA is unset and
     #: the per-user cache is searched). Recorded with the run, not part of its identity.
     data_root: str | None = None
+    #: Whether ``data_root`` was given explicitly (``--data-root``): then it is the only
+    #: folder searched. Recorded in the plan (a resume searches as the run did), not part
+    #: of the identity.
+    data_root_only: bool = False
     #: The run whose saved learner this run scores, untrained further (``evaluate``); None
     #: for a training run. Part of the identity: evaluations rank apart from training runs.
     learner_from: str | None = None
@@ -74,7 +79,15 @@ class RunPlan:
             # Only where set, so that every training run's config hash stays as it was.
             **({"learner_from": self.learner_from} if self.learner_from else {}),
             **({"tuning": self.tuning} if self.tuning else {}),
+            **({"data_root_only": True} if self.data_root_only else {}),
         }
+
+    def rooted_here(self, data_root: str | None) -> RunPlan:
+        """The plan (made on another machine) with this machine's data root: ``data_root``
+        when given, the only folder searched; else MESABENCH_DATA, then the cache."""
+        return dataclasses.replace(
+            self, data_root=explicit_root(data_root), data_root_only=bool(data_root)
+        )
 
     def config_hash(self) -> str:
         """Identifies the configuration independently of the seed and the device."""
@@ -84,6 +97,7 @@ class RunPlan:
         # configuration (the store reader relies on this: store_reader.RUN_LOCAL_SETTINGS).
         for key in RUN_LOCAL_SETTINGS:
             body.pop(key)
+        body.pop("data_root_only", None)
         text = json.dumps(body, sort_keys=True, default=str)
         return hashlib.sha256(text.encode()).hexdigest()[:12]
 
@@ -149,7 +163,8 @@ def plan_run(
     """Resolve and validate a run; raises ConfigError / RegistryError on bad input.
 
     ``preset`` names one of the benchmark's override sets; explicit ``overrides`` win.
-    ``data_root`` (else ``MESABENCH_DATA``) is recorded in the plan as an absolute path.
+    ``data_root`` (else ``MESABENCH_DATA``) is recorded in the plan as an absolute path; a
+    ``data_root`` given here is the only folder the run searches.
     """
     entry = method_entry(method)
     spec = benchmark_spec(benchmark)
@@ -188,6 +203,7 @@ def plan_run(
         protocol=resolved["protocol"],
         device=resolve_device(device),
         data_root=resolve_data_root(data_root),
+        data_root_only=bool(data_root),
         tuning=tuning,
         set_by=resolution.set_by,
     )
@@ -208,6 +224,7 @@ def plan_from_dict(body: dict[str, Any]) -> RunPlan:
         protocol=from_dict(type(spec.protocol), body["protocol"]),
         device=body["device"],
         data_root=body.get("data_root"),
+        data_root_only=bool(body.get("data_root_only", False)),
         learner_from=body.get("learner_from"),
         tuning=body.get("tuning"),
     )

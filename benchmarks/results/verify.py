@@ -105,6 +105,6 @@ def rerun(run: dict[str, Any], data_root: str | None) -> tuple[dict[str, float],
         raise ConfigError(f"verify: run {run['source_run']}: this installation plans its cell "
                           "differently (another config hash): not comparable")  # fmt: skip
     device = plan.device if plan.device.startswith("cuda") and torch.cuda.is_available() else "cpu"
-    plan = dataclasses.replace(plan, device=device, data_root=data_root)
+    plan = dataclasses.replace(plan, device=device).rooted_here(data_root)
     prepare_data(plan)
     return execute(plan, MemoryRecorder()), device

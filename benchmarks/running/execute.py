@@ -38,7 +38,7 @@ def execute(
 ) -> dict[str, float]:
     """Run ``plan`` to completion and return its ``final/`` metrics; with ``learner`` (a
     saved method state, for a plan with ``learner_from``), score it without training."""
-    with using_data_root(plan.data_root):
+    with using_data_root(plan.data_root, plan.data_root_only):
         return _execute(plan, recorder, progress, checkpoint, learner)
 
 
@@ -96,7 +96,7 @@ def prepare_data(plan) -> list:
 
     before = set(files_read())
     try:
-        with using_data_root(plan.data_root):
+        with using_data_root(plan.data_root, plan.data_root_only):
             plan.source.prepare()
     except (DataNotFoundError, DatasetFormatError) as err:
         raise ConfigError(str(err)) from None

@@ -267,7 +267,7 @@ def open_evaluation(request: EvaluationRequest) -> StartedRun:
                     request.device, data_root=request.data_root)  # fmt: skip
     plan = dataclasses.replace(plan, learner_from=request.run_id)
     data_files = prepare_data(plan)
-    with using_data_root(plan.data_root):
+    with using_data_root(plan.data_root, plan.data_root_only):
         fit_learner(plan, saved)  # refused here, before anything is recorded
     origin = {"mesabench.evaluated_from": request.run_id, "mesabench.learner": learner_name,
               "mesabench.trained_on": body["benchmark"]}  # fmt: skip

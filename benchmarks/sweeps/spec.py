@@ -28,7 +28,7 @@ from pydantic import (
 )
 
 from benchmarks.planning.config import BadInput, ConfigError, parse_pairs
-from mesabench_datasets.data_root import resolve_data_root
+from mesabench_datasets.data_root import explicit_root
 
 log = logging.getLogger("mesabench")
 
@@ -87,8 +87,9 @@ class SweepSpec:
     #: Resources a cell asks Ray for.
     cpus_per_cell: float = 1.0
     gpus_per_cell: float = 0.0
-    #: Folder of the real datasets, given to every cell (and recorded by each); not part of
-    #: the sweep's identity. None: MESABENCH_DATA, else the per-user cache.
+    #: Folder of the real datasets given explicitly, handed to every cell as its only
+    #: folder (and recorded by each); not part of the sweep's identity. None: each cell
+    #: searches MESABENCH_DATA, then the per-user cache.
     data_root: str | None = None
     #: Where the spec came from, for error messages: "sweep file PATH" or the command line.
     origin: str = "sweep command line"
@@ -167,7 +168,7 @@ def spec_from_args(
         method_settings=tuple((m, tuple(own[m].items())) for m in names if m in own),
         preset=preset,
         device=device,
-        data_root=resolve_data_root(data_root),
+        data_root=explicit_root(data_root),
     )
 
 
@@ -304,7 +305,7 @@ def spec_from_file(path: Path, data_root: str | None = None) -> SweepSpec:
         device=sweep.device,
         cpus_per_cell=sweep.cpus_per_cell,
         gpus_per_cell=sweep.gpus_per_cell,
-        data_root=resolve_data_root(data_root or sweep.data_root),
+        data_root=explicit_root(data_root or sweep.data_root),
     )
 
 
