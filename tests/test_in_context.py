@@ -432,3 +432,59 @@ def test_interpolation_starts_at_the_trained_model():
     expected = (0.5 * (pred - batch.query_y).pow(2).mean()).item()
     assert final["final/interp/trained_loss"] == pytest.approx(expected, rel=1e-5)
     assert final["final/interp/constructed_loss"] != pytest.approx(expected, rel=1e-2)
+
+
+SINE_NETWORK = {"layers": "1", "embed": "0", "token_embed": "8", "iterations": "2"}
+
+
+def _sine_method(**settings: str):
+    return build_method(plan_run("lsa", "sinusoid-icl", overrides={**SINE_NETWORK, **settings},
+                                 device="cpu"))  # fmt: skip
+
+
+def test_the_sine_control_is_one_gd_step_on_the_mlps_tokens_in_float64():
+    """ICML'23 sec. 3's control (construction gd): the attention fixed to Prop. 1 on the
+    embedded tokens, so the prediction is minus the query's target slot plus one GD step
+    from w = 0 at the learned rate on the context's (features, target slot), written by
+    hand here; and the token MLP sees the targets (App. A.7)."""
+    method = _sine_method(construction="gd")
+    method.model.double()
+    with torch.no_grad():
+        method.model.rate.fill_(0.7)
+    source = plan_run("lsa", "sinusoid-icl", overrides=SINE_NETWORK, device="cpu").source
+    task = source.sample(3, seeded_generator(5, 0, 0), "test").to("cpu", torch.float64)
+    x, y, q = task.support_x, task.support_y, task.query_x
+    embed = method.model.tokens
+    context = embed(context_tokens(x, y))  # [T, N, D]
+    queries = embed(query_tokens(q, 1))  # [T, Q, D]
+    features, targets = context[..., :-1], context[..., -1]
+    step = 0.7 / x.shape[1] * torch.einsum("tn,tnd,tqd->tq", targets, features, queries[..., :-1])
+    by_hand = (-queries[..., -1] + step)[..., None]
+    torch.testing.assert_close(method.forward(x, y, q), by_hand, rtol=1e-12, atol=1e-12)
+    # The MLP maps the targets too: another y changes the context's features, not only
+    # their target slot.
+    moved = embed(context_tokens(x, y + 1.0))[..., :-1]
+    assert (moved - features).abs().max() > 1e-3
+    # Only the rate is learned in the layer; the MLP before it trains.
+    trained = {n for n, p in method.model.named_parameters() if p.requires_grad}
+    assert "rate" in trained and not any(n.startswith("blocks.") for n in trained)
+    assert any(n.startswith("tokens.mlp") for n in trained)
+
+
+def test_the_sine_control_and_the_trained_model_start_from_the_same_mlp():
+    """App. A.7: the same seed initialises the MLP and embedding of both models."""
+    control, trained = _sine_method(construction="gd"), _sine_method()
+    for (name, a), b in zip(control.model.tokens.state_dict().items(),
+                            trained.model.tokens.state_dict().values(), strict=True):  # fmt: skip
+        assert torch.equal(a, b), name
+
+
+@pytest.mark.parametrize(("settings", "message"), [
+    ({"embed": "40"}, "embed and token_embed are two embeddings: set embed=0 with token_embed"),
+    ({"construction": "gd", "layers": "2"}, "construction gd is one plain layer of one head"),
+])  # fmt: skip
+def test_the_sine_networks_settings_are_refused_where_they_cannot_work(settings, message):
+    from mesabench_core import ConfigError
+
+    with pytest.raises(ConfigError, match=message):
+        plan_run("lsa", "sinusoid-icl", overrides={**SINE_NETWORK, **settings}, device="cpu")

@@ -332,7 +332,8 @@ def weight_analyses_apply(method, source: TaskSource) -> bool:
         is_linear_regression(source)
         and c.layers == 1
         and c.first_layer == "same"
-        and not c.embed
+        and not (c.embed or c.token_embed)
+        and c.construction == "none"
         and not method.interleaved
     )
 
@@ -412,7 +413,8 @@ def gdpp_extraction_applies(method, source: TaskSource) -> bool:
     c = method.config
     return (
         is_linear_regression(source) and c.tied and c.layers >= 2 and c.first_layer == "same"
-        and not (c.softmax or c.layernorm or c.mlp or c.embed or method.interleaved)
+        and not (c.softmax or c.layernorm or c.mlp or c.embed or c.token_embed
+                 or method.interleaved)
     )  # fmt: skip
 
 

@@ -24,7 +24,7 @@ from mesabench_datasets.tokens import (
 from methods.analyses.sizes import AnalysisSettings
 from methods.api import SHARED_SETTINGS, ArtifactLog, EpisodicMethod
 from methods.common.losses import per_task_loss
-from methods.layers.attention import LSABlock
+from methods.layers.attention import LSABlock, gd_construction
 from methods.reference.algorithms import gd_token_predict, optimal_one_step_rate, ridge_predict
 from methods.registry import register_method
 
@@ -170,6 +170,13 @@ class LSAConfig(AnalysisSettings):
     embed: int = param(
         0, min=0, help="width of a learned MLP feature map phi(x), tokens (phi(x), y) (0: raw x)"
     )
+    token_embed: int = param(
+        0, min=0, added="0.4",
+        help="width D of ICML'23 App. A.7's token embedding: each token (x, y) (the query's "
+        "(x, 0)) mapped to D by a linear map without bias, then e + MLP(e) with 4D GELU "
+        "hidden units; the last entry is the (transformed) target slot the attention "
+        "updates and the prediction is read from (0: off)",
+    )  # fmt: skip
     dampening: float = param(1.0, min=0.0, help="factor on every layer's update")
     # A plain std. From 0.002 the U(-1, 1) task stays on the zero-predictor plateau for 20k
     # steps (docs/RESULTS.md); 0.02 leaves it. The public code's 0.002 / L is not a std but
@@ -178,11 +185,13 @@ class LSAConfig(AnalysisSettings):
     init_std: float = param(0.02, min=0.0)
     lr: float = param(1e-3, min=0.0)
     grad_clip: float = param(1.0, min=0.0, help="global-norm clip (0: off)")
-    construction: Literal["none", "copy_gd"] = param(
+    construction: Literal["none", "copy_gd", "gd"] = param(
         "none",
         help="copy_gd: no training; the hand-built 2-layer model on interleaved tokens (a "
         "softmax layer copying each x_i into its y_i token, then one GD step at the rate "
-        "fitted in closed form)", added="0.2",
+        "fitted in closed form). gd: the one layer fixed to the GD construction (Prop. 1) "
+        "with a learned rate, everything before it trained: a network meta-learned through "
+        "one GD step on a linear read-out (ICML'23 sec. 3's control)", added="0.2",
     )
     copy_scale: float = param(
         50.0, min=0.0, added="0.2", help="softmax scale of the constructed copy layer"
@@ -195,6 +204,15 @@ class LSAConfig(AnalysisSettings):
     )  # fmt: skip
 
     def check(self) -> None:
+        if self.token_embed and self.embed:
+            raise ConfigError("embed and token_embed are two embeddings: set embed=0 with "
+                              "token_embed")  # fmt: skip
+        if self.construction == "gd" and (
+            self.layers != 1 or self.heads != 1 or self.first_layer != "same"
+            or self.mlp or self.layernorm or self.softmax
+        ):  # fmt: skip
+            raise ConfigError("construction gd is one plain layer of one head (layers=1, "
+                              "heads=1, no mlp, layernorm or softmax)")  # fmt: skip
         if len({f"{r:g}" for r in self.align_rates}) != len(self.align_rates):
             raise ConfigError(f"align_rates must be distinct (as their metrics name them, "
                               f"{{r:g}}): got {self.align_rates}")  # fmt: skip
@@ -223,6 +241,12 @@ class LSATransformer(InContextMethod):
             raise IncompatibleSetting("construction copy_gd copies x_i into the y_i token of "
                                       "the natural sequence: it needs interleaved tokens (e.g. "
                                       "linreg-icl-interleaved)")  # fmt: skip
+        if config.construction == "gd" and problem.output_dim != 1:
+            raise IncompatibleSetting("construction gd is Prop. 1's layer for one target "
+                                      f"(this benchmark has {problem.output_dim})")  # fmt: skip
+        if (config.construction == "gd" or config.token_embed) and problem.tokens == "interleaved":
+            raise IncompatibleSetting("construction gd and token_embed read constructed tokens "
+                                      "(x, y): not interleaved ones")  # fmt: skip
 
     def analyse(self, source: TaskSource, log: ArtifactLog, seed: int) -> dict[str, float]:
         """The in-context learners' analyses; for one trained layer on constructed tokens
@@ -243,7 +267,7 @@ class LSATransformer(InContextMethod):
 
     def build_model(self, dim: int) -> nn.Module:
         c = self.config
-        features = c.embed or dim
+        features = c.token_embed - self.outputs if c.token_embed else c.embed or dim
         width = features + self.outputs
         if self.interleaved:
             width += 2 * self.problem.context_size + 1  # one-hot position of each token
@@ -259,6 +283,16 @@ class LSATransformer(InContextMethod):
             [block(True)] * first + [block(c.softmax) for _ in range(count)]
         )
         model.embed = feature_map(dim, c.embed)
+        if c.token_embed:
+            model.tokens = TokenEmbedding(dim + self.outputs, c.token_embed)
+        if c.construction == "gd":
+            attention = model.blocks[0].attention
+            for name, weights in gd_construction(features, 1.0, 1).items():
+                getattr(attention, name).data.copy_(weights)
+            attention.requires_grad_(False)
+            # The rate of the GD step: the layer's update scaled by it (the construction's
+            # projection holds rate 1 over a context of one; forward divides by N).
+            model.rate = nn.Parameter(torch.ones(()))
         if c.construction == "copy_gd":
             for name, weights in copy_gd_construction(
                 dim, self.outputs, self.problem.context_size, c.copy_scale
@@ -271,7 +305,7 @@ class LSATransformer(InContextMethod):
         return model
 
     def meta_train_step(self, batch: TaskBatch) -> dict[str, float]:
-        if self.config.construction == "none":
+        if self.config.construction != "copy_gd":
             return super().meta_train_step(batch)
         # The construction learns nothing: its GD layer takes the closed-form optimal rate
         # over every batch so far (as the one-step GD reference does).
@@ -292,8 +326,11 @@ class LSATransformer(InContextMethod):
         return self.model.blocks[first]
 
     def tokens(self, support_x, support_y, query_x) -> tuple[Tensor, Tensor]:
-        support, queries = self.model.embed(support_x), self.model.embed(query_x)
         m = self.outputs
+        if self.config.token_embed:  # the MLP sees targets too (the query's slot is 0)
+            embed = self.model.tokens
+            return embed(context_tokens(support_x, support_y)), embed(query_tokens(query_x, m))
+        support, queries = self.model.embed(support_x), self.model.embed(query_x)
         if not self.interleaved:
             return context_tokens(support, support_y), query_tokens(queries, m)
         tokens = interleaved_tokens(support, support_y, queries)  # [T * Q, 2n + 1, w + m]
@@ -306,7 +343,10 @@ class LSATransformer(InContextMethod):
 
     def forward(self, support_x, support_y, query_x):
         layers = [self.layer(k) for k in range(self.config.layers)]
-        return self.run_layers(layers, support_x, support_y, query_x, self.config.dampening)
+        step = self.config.dampening
+        if self.config.construction == "gd":  # Prop. 1's eta / N, the rate learned
+            step = step * self.model.rate / support_x.shape[-2]
+        return self.run_layers(layers, support_x, support_y, query_x, step)
 
     def run_layers(self, layers, support_x, support_y, query_x, dampening: float) -> Tensor:
         """Predictions after ``layers`` in turn, each update scaled by ``dampening``."""
@@ -327,6 +367,23 @@ class LSATransformer(InContextMethod):
                 context, queries = context.clamp(-clip, clip), queries.clamp(-clip, clip)
             predictions.append(read_prediction(queries, m).reshape(*query_x.shape[:2], m))
         return predictions
+
+
+class TokenEmbedding(nn.Module):
+    """ICML'23 App. A.7's embedding of whole tokens: e = E (x, y) (linear, no bias), then
+    e + MLP(e) with a hidden layer 4x as wide and GELU (the residual of a Transformer
+    block, App. A.8)."""
+
+    def __init__(self, width: int, features: int):
+        super().__init__()
+        self.embed = nn.Linear(width, features, bias=False)
+        self.mlp = nn.Sequential(
+            nn.Linear(features, 4 * features), nn.GELU(), nn.Linear(4 * features, features)
+        )
+
+    def forward(self, tokens: Tensor) -> Tensor:
+        embedded = self.embed(tokens)
+        return embedded + self.mlp(embedded)
 
 
 def copy_gd_construction(dim: int, outputs: int, context_size: int,
