@@ -488,3 +488,24 @@ def test_the_sine_networks_settings_are_refused_where_they_cannot_work(settings,
 
     with pytest.raises(ConfigError, match=message):
         plan_run("lsa", "sinusoid-icl", overrides={**SINE_NETWORK, **settings}, device="cpu")
+
+
+def test_s5s_gelu_block_is_its_formula_and_not_linear_in_its_tokens():
+    """The S5 control of gdssm-peers runs S5's block: last token + W GELU(C h + D z), h the
+    diagonal recurrence's state. The linear block is linear in the tokens (it cannot beat
+    the zero predictor on linear regression, so a line holding it above GD could not fail);
+    the GELU block is not."""
+    from methods.in_context.ssm import DiagonalSSM
+
+    torch.manual_seed(0)
+    block = DiagonalSSM(4, 6, gelu=True).double()
+    tokens = torch.randn(3, 5, 4, dtype=torch.float64)
+    decay = torch.sigmoid(block.logit)
+    state = sum(decay ** (4 - t) * (tokens[:, t] @ block.inp.weight.T) for t in range(5))
+    inner = state @ block.out.weight.T + tokens[:, -1] @ block.skip.weight.T
+    by_hand = tokens[:, -1] + torch.nn.functional.gelu(inner) @ block.mix.weight.T + block.mix.bias
+    torch.testing.assert_close(block(tokens), by_hand, rtol=1e-12, atol=1e-12)
+    linear = DiagonalSSM(4, 6).double()
+    for model, is_linear in ((linear, True), (block, False)):
+        doubled = model(2 * tokens) - 2 * model(tokens)
+        assert torch.allclose(doubled, torch.zeros_like(doubled), atol=1e-12) == is_linear

@@ -4,14 +4,16 @@ tables: one GD-SSM layer = one step of GD, beside its peers, and over task shape
 from __future__ import annotations
 
 from benchmarks.published.claims import Claim, Table
+from benchmarks.published.derived import PER_STEP
 from benchmarks.published.figures import Fixed, History, Level, Panel, Points, TableFigure
 from benchmarks.published.in_context import (
     HALF,
     LOSS,
+    PAPER_A12,
+    STEPS_INTERLEAVED,
     SUSHMA,
     gd_half,
-    lsa_half,
-    lsa_paper,
+    interleaved_paper,
     run_budget,
     run_cost,
 )
@@ -85,50 +87,69 @@ def _gdssm() -> Table:
 
 #: The loss of predicting zero at U(-0.5, 0.5), d = 10: 0.5 d E[x^2] E[w^2] = 10 / 24.
 _ZERO = 10 / 24
+_S5 = "1-layer S5 (its GELU block) above one GD step (paired)"
 
 
 def _gdssm_peers() -> Table:
     gd = "one GD step, U(-0.5, 0.5)"
-    # paper: ICML'23's training of a 2-layer LSA (lsa_paper), for 5,000 steps (ours).
-    lsa_budget = run_budget(1000, 3000, 5000, lsa_paper(2))
+    natural_gd = "one GD step, U(-0.5, 0.5), on the natural sequence"
+    gdssm_two = "2-layer GD-SSM at most two GD steps (a rate per step)"
+    transformer = "2-layer transformer on the natural sequence = one GD step (paired)"
+    fig4c = "Sushma et al. sec. 4 ('only the GD-SSM and a 2-layer transformer reached the "
+    # The ICML'23 interleaved table's model and GD basis at U(-0.5, 0.5): the same runs.
+    natural = {"input_range": "0.5", "queries": "1", "val_every": "100"}
     claims = [
         gd_half(gd),
         gdssm_half("1-layer GD-SSM = GD (paired)", versus=gd, tolerance=0.02, relative=True,
-                   cite="Sushma et al."),
-        Claim("2-layer GD-SSM below one GD step (paired)", "linreg-icl", "gdssm", LOSS,
-              {**HALF, "lr": "1e-3", "layers": "2"}, run_budget(600, 3000, 10000, _GDSSM_PAPER),
-              versus=gd, check="at_most", cite="Sushma et al. (stacked layers: more steps)",
+                   cite=fig4c + "same loss as actual GD'), Fig. 4C"),
+        Claim(gdssm_two, "linreg-icl", "gdssm", LOSS, {**HALF, "lr": "1e-3", "layers": "2"},
+              run_budget(600, 3000, 10000, _GDSSM_PAPER), target=PER_STEP[2, False].loss,
+              check="at_most", provenance="derived",
+              cite="Sushma et al. sec. 4.3 ('reach the same loss as the multi-step GD'), "
+              "Fig. 4A; App. A.7 (two layers better than the construction)",
               cost_s=run_cost(20.0, 90.0, 300.0)),
-        Claim("1-layer S5: not below the zero predictor", "linreg-icl", "s5", LOSS,
-              {**HALF, "lr": "1e-3"},
+        Claim(_S5, "linreg-icl", "s5", LOSS, {**HALF, "lr": "1e-3", "block": "gelu"},
               run_budget(600, 3000, 10000, {"lr": "2e-4", "meta_batch": "64"}),
-              target=_ZERO, check="at_least", tolerance=0.01, relative=True,
-              cite="Sushma et al. (1-layer S5 fails: above the zero predictor)",
-              cost_s=run_cost(4.0, 20.0, 60.0)),
-        lsa_half("1-layer transformer (LSA) = GD (paired)", versus=gd, tolerance=0.02,
-                 relative=True, cite="Sushma et al. (transformer baselines)"),
-        Claim("2-layer transformer (LSA) below one GD step (paired)", "linreg-icl", "lsa", LOSS,
-              {**HALF, "layers": "2"}, lsa_budget, versus=gd, check="at_most",
-              cite="Sushma et al. (transformer baselines)", cost_s=run_cost(10.0, 34.0, 170.0)),
+              versus=gd, check="at_least", provenance="figure",
+              cite="Sushma et al. sec. 4 ('S5 struggle[s] to perform ICL with 1 layer'), "
+              "Fig. 4C", cost_s=run_cost(4.0, 20.0, 60.0)),
+        Claim(natural_gd, "linreg-icl-interleaved", "gd", LOSS, natural,
+              run_budget(200, 500, 500, PAPER_A12), cost_s=run_cost(1.8, 2.0, 3.0)),
+        Claim(transformer, "linreg-icl-interleaved", "lsa", LOSS,
+              {**natural, "layers": "2", "first_layer": "softmax"},
+              run_budget(1000, 5000, STEPS_INTERLEAVED, interleaved_paper(2)),
+              versus=natural_gd, tolerance=0.05, relative=True, provenance="figure",
+              cite=fig4c + "same loss as actual GD'), Fig. 4C",
+              cost_s=run_cost(20.0, 96.0, 780.0 * STEPS_INTERLEAVED / 5000)),
     ]  # fmt: skip
     return Table(
         "gdssm-peers",
-        "GD-SSM against S5 and 1- and 2-layer transformers",
+        "GD-SSM against S5 and a 2-layer transformer on the same sequence",
         SUSHMA,
         tuple(claims),
-        note=f"The zero predictor's loss here is 0.5 d E[x^2] E[w^2] = {_ZERO:.4f} (derived); "
-        "the S5 line allows 1% below it for sampling.",
+        note="The GD-SSM and S5 read the natural sequence x_1, y_1, ..., x_q through their "
+        "own tokens (`linreg-icl`); the transformer reads it as interleaved tokens "
+        "(`linreg-icl-interleaved`), paired with GD on that benchmark's tasks. The "
+        "transformer is the ICML'23 interleaved table's (a softmax layer, then a linear "
+        "one; its settings are ours, the paper states none), the 5% band ours. The paper's "
+        "1-layer transformer, which did not reach GD, is no line: one attention layer over "
+        "the natural sequence cannot pair any x_i with its y_i (they are in different "
+        "tokens), so it cannot beat the zero predictor, whatever its training. S5 runs its "
+        "block (Smith et al.): the diagonal SSM's output through a GELU and a position-wise "
+        "linear layer; without the GELU it is linear in its tokens and could not go below "
+        f"the zero predictor ({_ZERO:.4f}, derived) either. The 2-layer GD-SSM is held to "
+        "two GD steps with a rate each, fitted (derived, `python -m benchmarks.published."
+        "derived`). S5's training settings are not stated (the `paper` preset's are ours).",
         figure=TableFigure(
-            "Sushma et al.: GD-SSM, S5 and transformers",
-            (Panel("Test loss", "0 GD, 1 GD-SSM, 2 GD-SSM x2, 3 S5, 4 LSA, 5 LSA x2",
-                   "test loss", (
+            "Sushma et al. Fig. 4C: GD-SSM, S5 and a 2-layer transformer against GD",
+            (Panel("Test loss", "0 GD, 1 GD-SSM, 2 GD-SSM x2, 3 S5, 4 GD (natural), "
+                   "5 transformer x2", "test loss", (
                        Points("model", ((0, gd), (1, "1-layer GD-SSM = GD (paired)"),
-                                        (2, "2-layer GD-SSM below one GD step (paired)"),
-                                        (3, "1-layer S5: not below the zero predictor"),
-                                        (4, "1-layer transformer (LSA) = GD (paired)"),
-                                        (5, "2-layer transformer (LSA) below one GD step "
-                                            "(paired)"))),
+                                        (2, gdssm_two), (3, _S5), (4, natural_gd),
+                                        (5, transformer))),
                        Fixed("zero predictor", ((0, _ZERO), (5, _ZERO))),
+                       Fixed("two GD steps, a rate each (derived)",
+                             ((0, PER_STEP[2, False].loss), (5, PER_STEP[2, False].loss))),
                    ), log_y=True),),
         ),  # fmt: skip
     )

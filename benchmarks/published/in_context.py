@@ -27,7 +27,7 @@ HALF = {"input_range": "0.5", "queries": "20"}  # the public code's U(-0.5, 0.5)
 _ONE = {"queries": "20"}  # the paper text's U(-1, 1)
 #: The ICML'23 appendix's training (App. A.12): batches of 2,048 fresh tasks ("We use a
 #: batchsize of 2048"), one query each (thesis eq. 2.9), 10^4 test tasks (thesis sec. 2.3).
-_PAPER = {"meta_batch": "2048", "queries": "1", "test_tasks": "10000"}
+PAPER_A12 = {"meta_batch": "2048", "queries": "1", "test_tasks": "10000"}
 #: The width of a constructed token (x, y) at d = 10: the fan-in of every LSA weight.
 _TOKEN = 11
 #: An interleaved token of this suite: x (10), y (1) and a one-hot position (2N + 1, N = 10).
@@ -89,7 +89,7 @@ def lsa_training(layers: int, width: int = _TOKEN) -> dict[str, str]:
 def lsa_paper(layers: int, **more: str) -> dict[str, str]:
     """The ``paper`` preset's extras of an LSA of ``layers`` layers (tied or not: the public
     code sets them by the number of layers applied) on constructed tokens."""
-    return {**_PAPER, **lsa_training(layers), **more}
+    return {**PAPER_A12, **lsa_training(layers), **more}
 
 
 def interleaved_paper(layers: int) -> dict[str, str]:
@@ -97,7 +97,7 @@ def interleaved_paper(layers: int) -> dict[str, str]:
     config cell (public code; A.12 gives no value legibly): lr 1e-3, gradients clipped to
     global norm 10, Haiku's fan-in init at scale 0.02 / L (std sqrt(0.02 / (L * 32)) on this
     suite's 32-wide tokens; the notebook's tokens are 20 wide), no token clipping."""
-    return {**_PAPER, "lr": "0.001", "grad_clip": "10",
+    return {**PAPER_A12, "lr": "0.001", "grad_clip": "10",
             "init_std": fan_in_std(0.02 / layers, _INTERLEAVED_TOKEN)}  # fmt: skip
 
 
@@ -108,7 +108,7 @@ def run_cost(quick: float, cpu: float, paper: float | None = None) -> dict[str, 
 # -- shared configurations ------------------------------------------------------------------
 def gd_half(label: str, metric: str = LOSS, **target) -> Claim:
     """One fitted GD step at U(-0.5, 0.5), 20 queries (the GD line every table pairs with)."""
-    return Claim(label, "linreg-icl", "gd", metric, HALF, run_budget(200, 500, 500, _PAPER),
+    return Claim(label, "linreg-icl", "gd", metric, HALF, run_budget(200, 500, 500, PAPER_A12),
                  cost_s=run_cost(1.8, 2.0, 3.0), **target)  # fmt: skip
 
 
@@ -138,7 +138,7 @@ def _icml23_one_step() -> Table:
             lsa_half("sensitivity cosine LSA vs GD, U(-0.5, 0.5)", "final/align/sens_cosine",
                      target=0.9994, check="at_least", tolerance=0.002,
                      provenance="public code", cite=code),
-            Claim(gd_one, "linreg-icl", "gd", LOSS, _ONE, run_budget(200, 500, 500, _PAPER),
+            Claim(gd_one, "linreg-icl", "gd", LOSS, _ONE, run_budget(200, 500, 500, PAPER_A12),
                   target=0.825, tolerance=0.02, relative=True, provenance="derived",
                   cite="closed form of one GD step, LinRegTasks.one_step_gd_optimum",
                   cost_s=run_cost(1.8, 2.0, 3.0)),
@@ -182,7 +182,7 @@ def _multistep() -> Table:
         tied = {**HALF, "steps": str(k), "tied": "true"}
         lsa = {**HALF, "layers": str(k), "tied": "true"}
         gd_s, gdpp_s, lsa_s = quick_s[k]
-        long = run_budget(2000, 20000, 20000, _PAPER)
+        long = run_budget(2000, 20000, 20000, PAPER_A12)
         lsa_budget = run_budget(1500, 5000, STEPS_RECURRENT, lsa_paper(k))
         lsa_cost = run_cost(lsa_s, lsa_s * 5000 / 1500, lsa_s * 5000 / 1500 * 5)
         claims += [
@@ -476,10 +476,10 @@ def _interleaved() -> Table:
 
         claims += [
             Claim(gd, "linreg-icl-interleaved", "gd", LOSS, settings,
-                  run_budget(200, 500, 500, _PAPER), cost_s=run_cost(1.8, 2.0, 3.0)),
+                  run_budget(200, 500, 500, PAPER_A12), cost_s=run_cost(1.8, 2.0, 3.0)),
             Claim(f"hand-built copy + GD layers = one GD step, {name} (paired)",
                   "linreg-icl-interleaved", "copy_gd", LOSS, settings,
-                  run_budget(200, 500, 500, _PAPER), versus=gd, tolerance=0.01, relative=True,
+                  run_budget(200, 500, 500, PAPER_A12), versus=gd, tolerance=0.01, relative=True,
                   cite="ICML'23 sec. 4, Prop. 3, App. A.5 (the copy construction)",
                   cost_s=run_cost(3.0, 4.0, 6.0)),
             lsa(trained, LOSS, versus=gd, tolerance=0.05, relative=True, provenance="figure",

@@ -277,14 +277,29 @@ class RecurrentConfig(AnalysisSettings):
         "(x_1, y_1), ..., (x_N, y_N), (x_q, 0) (the blog post's LSTM setup)")  # fmt: skip
 
 
-class DiagonalSSM(nn.Module):
-    """h_t = lambda * h_t-1 + B z_t (lambda in (0, 1) per channel), output C h_t."""
+@dataclass(frozen=True)
+class S5Config(RecurrentConfig):
+    block: Literal["linear", "gelu"] = param(
+        "linear", added="0.4",
+        help="linear: the output C h_t, linear in the tokens (no model of this kind beats "
+        "the zero predictor on linear regression); gelu: S5's block (Smith et al.), "
+        "GELU(C h_t + D z_t) then a position-wise linear layer, with the residual",
+    )  # fmt: skip
 
-    def __init__(self, dim: int, hidden: int):
+
+class DiagonalSSM(nn.Module):
+    """h_t = lambda * h_t-1 + B z_t (lambda in (0, 1) per channel); the last token plus the
+    output C h_t, or with ``gelu`` plus W GELU(C h_t + D z_t)."""
+
+    def __init__(self, dim: int, hidden: int, gelu: bool = False):
         super().__init__()
+        self.gelu = gelu
         self.logit = nn.Parameter(torch.linspace(-2.0, 4.0, hidden))  # sigmoid: decays
         self.inp = nn.Linear(dim, hidden, bias=False)
-        self.out = nn.Linear(hidden, dim, bias=False)
+        self.out = nn.Linear(hidden, hidden if gelu else dim, bias=False)
+        if gelu:
+            self.skip = nn.Linear(dim, hidden, bias=False)
+            self.mix = nn.Linear(hidden, dim)
 
     def forward(self, tokens: Tensor) -> Tensor:
         decay = torch.sigmoid(self.logit)
@@ -292,17 +307,20 @@ class DiagonalSSM(nn.Module):
         steps = tokens.shape[1]
         powers = torch.arange(steps - 1, -1, -1, device=tokens.device, dtype=tokens.dtype)
         state = (decay ** powers.view(-1, 1) * drive).sum(dim=1)  # h_L, parallel form
-        return tokens[:, -1] + self.out(state)
+        if not self.gelu:
+            return tokens[:, -1] + self.out(state)
+        return tokens[:, -1] + self.mix(F.gelu(self.out(state) + self.skip(tokens[:, -1])))
 
 
 class S5Control(NaturalSequenceMethod):
     """S5-style diagonal SSM without local attention (the GD-SSM paper's control)."""
 
-    Config = RecurrentConfig
+    Config = S5Config
 
     def build_model(self, dim: int) -> nn.Module:
+        c = self.config
         return nn.ModuleList(
-            DiagonalSSM(dim + self.outputs, self.config.hidden) for _ in range(self.config.layers)
+            DiagonalSSM(dim + self.outputs, c.hidden, c.block == "gelu") for _ in range(c.layers)
         )
 
     def final_token(self, tokens: Tensor) -> Tensor:
