@@ -601,3 +601,25 @@ def test_the_icml23_paper_preset_trains_each_depth_as_the_paper_and_its_public_c
         (got,) = planned[depth]  # every line of a depth plans the same training
         for name, want, value in zip(names, values, got, strict=True):
             assert value == pytest.approx(want, rel=1e-3), (depth, name)
+
+
+def test_a_published_number_judges_only_the_presets_that_run_its_benchmark():
+    """A target published for miniImageNet judges its line at paper only: on the Omniglot
+    substitute (quick, cpu) the line is measured, a basis, whatever its value; a relation
+    between two lines is judged at every preset."""
+    from benchmarks.published.claims import judge_table
+
+    levels = _table("sparse-maml-levels")
+    sparsity = [c for c in levels.claims if c.target is not None]
+    assert sparsity and all(c.target_presets == ("paper",) for c in sparsity)
+    values = {c.label: {0: 0.5, 1: 0.51, 2: 0.49} for c in levels.claims}  # far from 0.75
+    by_preset = {p: {j.claim.label: j for j in judge_table(levels, values, p)}
+                 for p in ("cpu", "paper")}  # fmt: skip
+    for line in sparsity:
+        assert by_preset["cpu"][line.label].verdict == "basis"
+        assert by_preset["cpu"][line.label].target is None
+        assert by_preset["paper"][line.label].verdict == "not reproduced"
+    depth = _table("sparse-maml-depth")
+    values = {c.label: {0: 0.9, 1: 0.91, 2: 0.92} for c in depth.claims}
+    judged = judge_table(depth, values, "cpu")
+    assert all(j.verdict != "basis" for j in judged if j.claim.versus is not None)

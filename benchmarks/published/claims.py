@@ -33,6 +33,7 @@ extrapolated from a measured run (absent: unknown).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -70,6 +71,10 @@ class Claim:
     benchmark_at: Mapping[str, str] = field(default_factory=dict)
     #: The number the line is held to (a fraction for accuracies, as ours), or None.
     target: float | None = None
+    #: The presets whose benchmark ``target`` was published for (empty: all). At the others
+    #: the line runs a substitute the number says nothing of: it is measured (a basis),
+    #: not judged against it.
+    target_presets: tuple[str, ...] = ()
     #: Or the label of another line of the table, whose value is the target.
     versus: str | None = None
     check: Check = "within"
@@ -87,6 +92,13 @@ class Claim:
 
     def benchmark_for(self, preset: str) -> str:
         return self.benchmark_at.get(preset, self.benchmark)
+
+    def at(self, preset: str) -> Claim:
+        """The line as ``preset`` judges it: without its target where that target was
+        published for another benchmark than the preset runs."""
+        if self.target_presets and preset not in self.target_presets:
+            return dataclasses.replace(self, target=None)
+        return self
 
     def overrides(self, preset: str) -> dict[str, str]:
         return {**self.settings, **self.budget.get(preset, {})}
@@ -255,10 +267,12 @@ def seeds_to_settle(mean: float, std: float, low: float, high: float) -> int | N
     return lo
 
 
-def judge_table(table: Table, values: Mapping[str, Mapping[int, float]]) -> list[Judged]:
-    """Every line's verdict, from each line's values by seed (keyed by label)."""
+def judge_table(table: Table, values: Mapping[str, Mapping[int, float]],
+                preset: str | None = None) -> list[Judged]:  # fmt: skip
+    """Every line's verdict, from each line's values by seed (keyed by label), each line
+    as ``preset`` judges it (:meth:`Claim.at`)."""
     return [
-        judge(claim, values.get(claim.label, {}),
+        judge(claim if preset is None else claim.at(preset), values.get(claim.label, {}),
               values.get(claim.versus, {}) if claim.versus else None)
         for claim in table.claims
     ]  # fmt: skip

@@ -148,7 +148,7 @@ def judged(table: Table, preset: str, seeds: Sequence[int], reader,
             read[key] = runs_by_seed(reader, claim, seeds, hashes[claim.label], preset)
         runs[claim.label] = read[key]
     values = {c.label: values_by_seed(runs[c.label], c.metric) for c in table.claims}
-    return Outcome(table, preset, tuple(seeds), judge_table(table, values), 0, runs)
+    return Outcome(table, preset, tuple(seeds), judge_table(table, values, preset), 0, runs)
 
 
 def write_figure(outcome: Outcome, client, folder: Path) -> Path | None:
