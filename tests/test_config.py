@@ -169,3 +169,20 @@ def test_a_run_builds_its_task_source_once(monkeypatch):
     # Planned (settings resolved over it), prepared, given to the method and to the
     # protocol: one object, built once.
     assert len(built) == 1
+
+
+@pytest.mark.parametrize("said", ["x has no effect without y", "method.x has no effect without y"])
+def test_a_sections_check_names_its_section_once(said):
+    """A check's message is prefixed with its section unless it already names it (a plugin
+    writing the full name got ``method.method.x``)."""
+
+    @dataclasses.dataclass(frozen=True)
+    class Settings:
+        x: int = 1
+
+        def check(self) -> None:
+            raise ConfigError(said)
+
+    with pytest.raises(ConfigError) as refused:
+        validate(Settings(), prefix="method.")
+    assert str(refused.value) == "method.x has no effect without y"

@@ -165,7 +165,10 @@ def validate(config: Any, prefix: str = "") -> None:
         try:
             check()
         except ConfigError as err:
-            raise ConfigError(f"{prefix}{err}") from None
+            # A check may already name its field in full (a plugin's "method.x has no
+            # effect ..."): the section is said once.
+            said = str(err)
+            raise ConfigError(said if said.startswith(prefix) else f"{prefix}{said}") from None
 
 
 def parse_pairs(items: Sequence[str], flag: str) -> dict[str, str]:
