@@ -519,3 +519,21 @@ def test_all_boards_as_one_csv_that_pandas_reads_and_json_agrees(store, capsys, 
              for b in boards for r in b["rows"] if r["status"] == "ranked"}  # fmt: skip
     assert means[("sinusoid-5shot", "maml")] == pytest.approx(maml["test_loss_mean"])
     assert means[("mnist-rotations", "lamaml")] == pytest.approx(lamaml["ra_mean"])
+
+
+def test_columns_take_a_comma_list_and_refuse_a_prefix_no_metric_has(populated, capsys):
+    """``--columns a,b`` is two prefixes (it was one, matching nothing, silently); a prefix
+    that no final metric of the board starts with is a typo: one line, exit 2."""
+    store, _ = populated
+    args = ["leaderboard", "--benchmark", "sinusoid-5shot", "--tracking-uri", store,
+            "--format", "json"]  # fmt: skip
+    assert main([*args, "--columns", "final/sparsity/,final/train_time"]) == 0
+    (board,) = json.loads(capsys.readouterr().out)
+    assert "final/sparsity/overall" in board["columns"]
+    assert "final/train_time_s" in board["columns"]
+    assert main([*args, "--columns", "final/sparsty/"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    (line,) = captured.err.strip().splitlines()
+    assert "--columns final/sparsty/: no final metric of the board starts with it" in line
+    assert "final/sparsity/overall" in line or "..." in line

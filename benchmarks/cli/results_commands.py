@@ -46,7 +46,8 @@ def add_commands(sub) -> None:
         action="append",
         default=[],
         metavar="PREFIX",
-        help="also show final metrics starting with PREFIX (e.g. final/sparsity/)",
+        help="also show final metrics starting with PREFIX (e.g. final/sparsity/); "
+        "repeat it or give a comma list",
     )
     board.add_argument("--no-references", action="store_true", help="hide published rows")
     board.add_argument(
@@ -288,6 +289,7 @@ def cmd_leaderboard(args, console: Console) -> int:
     if not group_by:
         raise ResultsUsageError("--group-by needs at least one key")
     output = None if args.output is None else _writable(args.output, "file")
+    prefixes = tuple(p.strip() for given in args.columns for p in given.split(",") if p.strip())
     if args.shipped:
         _import_shipped(args)
     boards = _boards(
@@ -295,10 +297,19 @@ def cmd_leaderboard(args, console: Console) -> int:
         open_reader(args.tracking_uri),
         metric=args.metric,
         group_by=group_by,
-        extra_prefixes=tuple(args.columns),
+        extra_prefixes=prefixes,
         references=not args.no_references,
         baseline=args.baseline,
     )
+    shown = {column for board in boards for column in board.columns}
+    for prefix in prefixes:  # a prefix no column takes was a typo, not an empty request
+        if not any(column.startswith(prefix) for column in shown):
+            recorded = sorted({m for b in boards for r in b.all_rows() for run in r.runs
+                               for m in run.metrics if not m.endswith("_ci95")})  # fmt: skip
+            raise ResultsUsageError(
+                f"--columns {prefix}: no final metric of the board starts with it (recorded: "
+                f"{', '.join(recorded[:12])}{', ...' if len(recorded) > 12 else ''})"
+            )
     from benchmarks.results.linter import finding_lines, refuse_flagged
 
     for board in boards:
