@@ -171,6 +171,10 @@ def test_list_and_show(capsys):
     assert main(["show", "linreg-icl", "--method", "maml", "--set", "input_range=0.5"]) == 0
     out = capsys.readouterr().out
     assert '"input_range": 0.5' in out and '"inner_lr": 6.06' in out
+    # Each setting's help text, as declared (param(help=...)), for every section.
+    shown = json.loads(out)["help"]
+    assert shown["method.test_inner_steps"] == "inner steps when predict() is not told"
+    assert any(key.startswith("protocol.") for key in shown)
 
 
 def test_leaderboard_groups_seeds(store, capsys):

@@ -240,6 +240,7 @@ def cmd_list(args, console: Console) -> int:
 
 
 def cmd_show(args, console: Console) -> int:
+    import dataclasses
     import difflib
     import json
 
@@ -278,6 +279,10 @@ def cmd_show(args, console: Console) -> int:
         body["derived"] = sections["task"].derived()
     # Which layer decided each setting (benchmarks/planning/resolve.py lists them in order).
     body["set_by"] = set_by
+    # What each setting means, as its declaration says (param(help=...)).
+    body["help"] = {f"{part}.{f.name}": f.metadata["help"]
+                    for part, config in sections.items() if dataclasses.is_dataclass(config)
+                    for f in dataclasses.fields(config) if f.metadata.get("help")}  # fmt: skip
     console.print_json(json.dumps(body, default=str))
     return EXIT_OK
 
