@@ -502,3 +502,19 @@ def test_the_sweep_file_format_is_documented_key_by_key(tmp_path):
     assert dict(spec.method_settings) == {"metasgd": (("modulation_lr", "0.003"),)}
     assert len(spec.cells()) == 2 * 2 * 3
     plan_cells(spec)  # and every cell of it is a valid run
+
+
+@pytest.mark.parametrize(("origin", "how"), [
+    ("sweep command line", "--set lsa:heads=2"),
+    ("sweep file s.yaml", "set: {lsa: {heads: 2}}"),
+])  # fmt: skip
+def test_a_setting_of_one_method_given_to_all_says_how_to_give_it_to_that_one(origin, how):
+    from benchmarks.sweeps.spec import SweepSpec, plan_cells
+
+    spec = SweepSpec(benchmark="linreg-icl", methods=("lsa", "gd"), seeds=(0,),
+                     settings=(("heads", "2"),), origin=origin)  # fmt: skip
+    with pytest.raises(ConfigError) as refused:
+        plan_cells(spec)
+    said = str(refused.value)
+    assert said.startswith(f"{origin}, set, for method gd: unknown setting 'heads'")
+    assert said.endswith(f"; heads is a setting of lsa only: {how}")

@@ -4,10 +4,12 @@ config hash) before anything runs."""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import itertools
 import json
 import logging
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -327,12 +329,35 @@ def plan_cells(spec: SweepSpec) -> dict[Cell, str]:
                 )  # fmt: skip
             except BadInput as err:
                 layer = _layer_of(spec, cell.method, str(err))
+                hint = ""
                 if len(spec.methods) > 1:  # which of them lacks the setting
                     layer = f"{layer}, for method {cell.method}"
-                raise ConfigError(f"{spec.origin}, {layer}: {err}") from None
+                    hint = _owners_hint(spec, str(err)) if layer.startswith("set,") else ""
+                raise ConfigError(f"{spec.origin}, {layer}: {err}{hint}") from None
             by_setting[setting] = plan.config_hash()
         hashes[cell] = by_setting[setting]
     return hashes
+
+
+def _owners_hint(spec: SweepSpec, message: str) -> str:
+    """Where a setting given to every method is some of them's own: how to give it to
+    those alone (a setting of one method is set per method, not for the whole sweep)."""
+    from benchmarks.catalog.installed import method_entry
+
+    refused = re.search(r"unknown setting '([^']+)'", message)
+    if refused is None:
+        return ""
+    key = refused.group(1)
+    owners = [m for m in spec.methods
+              if key in {f.name for f in dataclasses.fields(method_entry(m).cls.Config)}]
+    if not owners:
+        return ""
+    value = dict(spec.settings).get(key, "V")
+    if spec.origin.startswith("sweep file"):
+        how = "; ".join(f"set: {{{m}: {{{key}: {value}}}}}" for m in owners)
+    else:
+        how = " ".join(f"--set {m}:{key}={value}" for m in owners)
+    return f"; {key} is a setting of {', '.join(owners)} only: {how}"
 
 
 def _layer_of(spec: SweepSpec, method: str, message: str) -> str:
