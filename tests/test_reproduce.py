@@ -615,6 +615,10 @@ def test_a_published_number_judges_only_the_presets_that_run_its_benchmark():
     values = {c.label: {0: 0.5, 1: 0.51, 2: 0.49} for c in levels.claims}  # far from 0.75
     by_preset = {p: {j.claim.label: j for j in judge_table(levels, values, p)}
                  for p in ("cpu", "paper")}  # fmt: skip
+    from benchmarks.published.reproduce import Outcome, verdict_counts
+
+    at_cpu = Outcome(levels, "cpu", (0, 1, 2), judge_table(levels, values, "cpu"), 0, {})
+    assert verdict_counts(at_cpu) == "none: 4 line(s) measured, none judged at this preset"
     for line in sparsity:
         assert by_preset["cpu"][line.label].verdict == "basis"
         assert by_preset["cpu"][line.label].target is None

@@ -227,7 +227,10 @@ def rows(outcome: Outcome) -> list[tuple[str, ...]]:
 def verdict_counts(outcome: Outcome) -> str:
     order = ("reproduced", "inconclusive", "not reproduced", "not run")
     counts = {v: sum(line.verdict == v for line in outcome.lines) for v in order}
-    return ", ".join(f"{counts[v]} {v}" for v in order if counts[v])
+    said = ", ".join(f"{counts[v]} {v}" for v in order if counts[v])
+    # A table whose every line is measured at this preset (no number published for what
+    # it runs) judges nothing: say so rather than print an empty list.
+    return said or f"none: {len(outcome.lines)} line(s) measured, none judged at this preset"
 
 
 def command_line(
