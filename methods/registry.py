@@ -19,6 +19,9 @@ class MethodEntry:
 
     cls: type
     defaults: dict[str, Any] = field(default_factory=dict)
+    #: What ``list methods`` says of it (a plugin's; built-ins give theirs to
+    #: ``register_method``). Empty: the class docstring's first line, and a variant's settings.
+    description: str = ""
 
 
 METHODS: Registry[MethodEntry] = Registry("method")

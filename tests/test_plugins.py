@@ -311,3 +311,16 @@ def test_the_in_context_guide_example_is_shown_exactly_installs_and_learns(tmp_p
     assert run.data.metrics["final/test_loss"] < 0.8 * 1.667
     refused = run_cli("run", "--method", "delta_rule", "--benchmark", "omniglot-5w1s", **env)
     assert refused.returncode == 2 and "delta_rule needs flat regression" in refused.stderr
+
+
+def test_a_plugin_variant_is_described_by_its_settings_or_its_own_words():
+    """Two variants of one class were listed with the same line (the class docstring)."""
+    from benchmarks.catalog.installed import describe_entry
+    from methods.gradient.maml import GradientMetaLearner as MAML
+    from methods.registry import MethodEntry
+
+    plain = describe_entry(MethodEntry(MAML))
+    assert plain and "(" not in plain
+    variant = describe_entry(MethodEntry(MAML, {"first_order": True, "inner_steps": 3}))
+    assert variant == f"{plain} (first_order=True, inner_steps=3)"
+    assert describe_entry(MethodEntry(MAML, {"first_order": True}, "my FOMAML")) == "my FOMAML"

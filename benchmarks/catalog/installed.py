@@ -62,6 +62,16 @@ def _first_line(obj: object) -> str:
     return doc.splitlines()[0] if doc else ""
 
 
+def describe_entry(entry: MethodEntry) -> str:
+    """A plugin method's line in ``list methods``: its own description, else its class'
+    first docstring line with the settings that make it a variant (two variants of one
+    class were listed alike)."""
+    if entry.description:
+        return entry.description
+    made_of = ", ".join(f"{key}={value}" for key, value in sorted(entry.defaults.items()))
+    return " ".join(part for part in (_first_line(entry.cls), made_of and f"({made_of})") if part)
+
+
 def _method_entry(obj: object, name: str) -> MethodEntry:
     if isinstance(obj, MethodEntry):
         return obj
@@ -147,7 +157,7 @@ def load_plugins() -> list[str]:
         version = getattr(entry.cls, "api_version", None)
         check_api_version(version, "method", name, source)
         check_setting_names(entry, name, source)
-        METHODS.add(name, entry, source, _first_line(entry.cls))
+        METHODS.add(name, entry, source, describe_entry(entry))
 
     def add_benchmark(name: str, obj: object, source: str) -> None:
         if not isinstance(obj, BenchmarkSpec):
