@@ -8,6 +8,7 @@ from benchmarks.published.derived import PER_STEP
 from benchmarks.published.figures import Fixed, History, Level, Panel, Points, TableFigure
 from benchmarks.published.in_context import (
     HALF,
+    INTERLEAVED_HALF,
     LOSS,
     PAPER_A12,
     STEPS_INTERLEAVED,
@@ -98,7 +99,7 @@ def _gdssm_peers() -> Table:
     transformer = "2-layer transformer on the natural sequence = one GD step (paired)"
     fig4c = "Sushma et al. sec. 4 ('only the GD-SSM and a 2-layer transformer reached the "
     # The ICML'23 interleaved table's model and GD basis at U(-0.5, 0.5): the same runs.
-    natural = {"input_range": "0.5", "queries": "1", "val_every": "100"}
+    natural = INTERLEAVED_HALF
     claims = [
         gd_half(gd),
         gdssm_half("1-layer GD-SSM = GD (paired)", versus=gd, tolerance=0.02, relative=True,

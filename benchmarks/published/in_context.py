@@ -414,6 +414,9 @@ def _deep() -> Table:
 
 
 _SINE = {"amplitude": "0.1,0.5", "queries": "10"}  # ICML'23 App. A.7's family
+#: Interleaved tokens at U(-0.5, 0.5), one query, validated every 100 steps (the figure's
+#: training curves: the plateau, then the drop); gdssm-peers reads the same runs.
+INTERLEAVED_HALF = {"input_range": "0.5", "queries": "1", "val_every": "100"}
 
 
 def _sine() -> Table:
@@ -431,11 +434,11 @@ def _sine() -> Table:
         "descent on deep data representations'), Fig. 4, App. A.7; thesis sec. 2.3, Fig. 2.8",
         (
             Claim(control, "sinusoid-icl", "lsa", LOSS, {**network, "construction": "gd"},
-                  budget, cost_s=run_cost(5.0, 24.0)),
+                  budget, cost_s=run_cost(13.0, 64.0)),
             Claim(trained, "sinusoid-icl", "lsa", LOSS, network, budget, versus=control,
                   tolerance=0.15, relative=True, provenance="figure",
                   cite="ICML'23 sec. 3 (nonlinear regression), Fig. 4, App. A.7",
-                  cost_s=run_cost(7.0, 34.0)),
+                  cost_s=run_cost(15.0, 72.0)),  # cpu: measured 2026-11-28, 2 workers
         ),  # fmt: skip
         note="Amplitude U(0.1, 0.5), phase U(0, pi), x ~ U(-5, 5), 10 context points: the "
         "suite's family (App. A.7 follows Finn et al. 2017, but its values are not legible "
@@ -460,10 +463,8 @@ def _sine() -> Table:
 
 def _interleaved() -> Table:
     claims = []
-    # Validated every 100 steps: the figure's training curves (the plateau, then the drop).
     for name, settings in (("U(-1, 1)", {"queries": "1", "val_every": "100"}),
-                           ("U(-0.5, 0.5)", {"input_range": "0.5", "queries": "1",
-                                             "val_every": "100"})):  # fmt: skip
+                           ("U(-0.5, 0.5)", INTERLEAVED_HALF)):  # fmt: skip
         gd = f"one GD step, {name}"
         trained = f"trained 2-layer model (softmax, then linear) = one GD step, {name}"
         analysed = f"the trained model on the analysis tasks, {name}"
