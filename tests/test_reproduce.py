@@ -623,6 +623,11 @@ def test_a_published_number_judges_only_the_presets_that_run_its_benchmark():
         assert by_preset["cpu"][line.label].verdict == "basis"
         assert by_preset["cpu"][line.label].target is None
         assert by_preset["paper"][line.label].verdict == "not reproduced"
+    # A misspelt preset would leave the target judging nowhere: the catalog refuses it.
+    bad = Table("t", "t", "s", (Claim("x", "sinusoid-5shot", "maml", "final/test_loss",
+                                      target=1.0, target_presets=("papr",), cite="c"),))
+    with pytest.raises(ValueError, match="names presets for its target"):
+        check_catalog([bad])
     depth = _table("sparse-maml-depth")
     values = {c.label: {0: 0.9, 1: 0.91, 2: 0.92} for c in depth.claims}
     judged = judge_table(depth, values, "cpu")

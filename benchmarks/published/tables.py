@@ -55,6 +55,11 @@ def check_catalog(tables: Sequence[Table] = tuple(TABLES.values())) -> None:
                 raise ValueError(f"{table.name}: {claim.label!r} compares with unknown line")
             if (claim.target is not None or claim.versus is not None) and not claim.cite:
                 raise ValueError(f"{table.name}: {claim.label!r} does not cite its source")
+            if claim.target_presets and (claim.target is None
+                                         or not set(claim.target_presets) <= set(PRESETS)):
+                raise ValueError(f"{table.name}: {claim.label!r} names presets for its target "
+                                 f"({claim.target_presets}) without a target or outside "
+                                 f"{', '.join(PRESETS)}")  # fmt: skip
         if table.figure is not None:
             unknown = table.figure.lines() - set(labels)
             if unknown:
