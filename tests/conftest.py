@@ -43,6 +43,37 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
 _SLOW_DURATIONS = Path(__file__).with_name("slow_durations.json")
 
 
+#: Where each test's CPU seconds go (its own and its waited-for child processes', user +
+#: system) as JSON lines, when this names a file: the measure that finds a suite's cost on
+#: a shared 2-core machine, where wall seconds mostly say how the workers were packed.
+CPU_REPORT_ENV = "MESABENCH_TEST_CPU_REPORT"
+
+
+def _cpu_seconds() -> float:
+    import resource
+
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    report = os.environ.get(CPU_REPORT_ENV)
+    if not report:
+        yield
+        return
+    import json
+    import time
+
+    cpu, wall = _cpu_seconds(), time.monotonic()
+    yield
+    line = {"test": item.nodeid, "cpu_s": round(_cpu_seconds() - cpu, 2),
+            "wall_s": round(time.monotonic() - wall, 2)}  # fmt: skip
+    with open(report, "a", encoding="utf-8") as out:  # one short append per test: atomic
+        out.write(json.dumps(line) + "\n")
+
+
 def pytest_collection_modifyitems(config, items):
     import json
 
