@@ -26,6 +26,7 @@ import torch
 from mlflow.entities import Metric, Param, RunTag
 
 from benchmarks.store.client import LOCK_RETRY_SECONDS, OutOfSpace, open_store, out_of_space
+from benchmarks.store.hold import held, wait_while_held
 from benchmarks.store.lifecycle import Heartbeat, heartbeat_tags, process_tags
 from benchmarks.store.reader import (
     TUNING_TAG,
@@ -480,7 +481,10 @@ class MlflowTracker:
             if not math.isfinite(value):
                 value = float("nan")
             self._pending.append(Metric(key, value, now, step))
-        if len(self._pending) >= _BATCH_LIMIT or time.monotonic() - self._last_flush > 5:
+        if held():  # a drill's hold point: the record is in the store before the run waits
+            self.flush()
+            wait_while_held()
+        elif len(self._pending) >= _BATCH_LIMIT or time.monotonic() - self._last_flush > 5:
             self.flush()
 
     def flush(self) -> None:
