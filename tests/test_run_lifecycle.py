@@ -72,6 +72,35 @@ def _claimed(result):
 
 
 # -- heartbeats and stale runs -----------------------------------------------------------------
+def test_a_held_run_waits_after_its_record_is_in_the_store_until_the_file_goes(
+    store, tmp_path, monkeypatch
+):
+    """The drills' hold point (benchmarks/store/hold.py): the record is readable in the
+    store while the run waits, its heartbeat goes on, and removing the file lets it go."""
+    from benchmarks.store.hold import HOLD_ENV
+
+    hold = tmp_path / "hold"
+    hold.touch()
+    monkeypatch.setenv(HOLD_ENV, str(hold))
+    monkeypatch.setenv(INTERVAL_ENV, "0.2")
+    tracker = MlflowTracker(store)
+    run_id = tracker.start(plan_run("maml", "sinusoid-5shot", 0, device="cpu"), "built-in")
+    client = MlflowClient(store)
+    logging = threading.Thread(target=tracker.log_metrics, args=({"train/loss": 0.5}, 1))
+    logging.start()
+    wait_for(lambda: client.get_metric_history(run_id, "train/loss"), "the held record")
+    beat = float(client.get_run(run_id).data.tags[HEARTBEAT_TAG])
+    wait_for(lambda: float(client.get_run(run_id).data.tags[HEARTBEAT_TAG]) > beat,
+             "a heartbeat while held")  # fmt: skip
+    assert logging.is_alive()  # still held
+    hold.unlink()
+    logging.join(timeout=60)
+    assert not logging.is_alive()
+    tracker.log_metrics({"train/loss": 0.4}, 2)  # no file: no wait
+    tracker.finish("FINISHED")
+    assert [m.step for m in client.get_metric_history(run_id, "train/loss")] == [1, 2]
+
+
 def test_a_run_records_a_heartbeat_and_a_dead_one_is_shown_stale_then_closed(
     store, capsys, monkeypatch
 ):
