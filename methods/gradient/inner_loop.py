@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterator
 from contextlib import contextmanager, nullcontext
+from functools import partial
 
 import torch
 from torch import Tensor, nn
@@ -47,15 +48,18 @@ class _Steps:
             self.constant = {n: p.detach() for n, p in modulation.named_parameters()}
         self.zero_valued: Params = {}
 
-    def take(self, fast: Params, grads: Params) -> Params:
+    def take(self, fast: Params, grads: Params, index: int) -> Params:
+        """One step (the ``index``-th of the adaptation, from 0)."""
+        modulation = self.modulation
         if not self.mixed:
-            return {n: fast[n] - self.modulation.step(n, grads[n]) for n in fast}
+            return {n: fast[n] - modulation.step_at(n, grads[n], index) for n in fast}
+        told = (index,) if modulation.step_aware else ()
         out = {}
         for n in fast:
             g, held = grads[n], grads[n].detach()
-            out[n] = fast[n] - functional_call(self.modulation, self.constant, (n, g))
-            first = self.modulation.step(n, held) - functional_call(
-                self.modulation, self.constant, (n, held))  # fmt: skip
+            out[n] = fast[n] - functional_call(modulation, self.constant, (n, g, *told))
+            first = modulation.step_at(n, held, index) - functional_call(
+                modulation, self.constant, (n, held, *told))  # fmt: skip
             self.zero_valued[n] = self.zero_valued[n] - first if n in self.zero_valued else -first
         return out
 
@@ -98,18 +102,27 @@ class InnerLoop:
 
     def adapt(self, params: Params, buffers: Params, x: Tensor, y: Tensor, steps: int) -> Params:
         """Parameters after ``steps`` modulated gradient steps on one task's support set."""
+        return self.adapt_each_step(params, buffers, x, y, steps)[-1]
+
+    def adapt_each_step(
+        self, params: Params, buffers: Params, x: Tensor, y: Tensor, steps: int
+    ) -> list[Params]:
+        """The parameters after each of ``steps`` steps (before any when ``steps`` is 0):
+        one pass, every step's weights kept for a loss that reads them all (MAML++'s MSL)."""
         fast = {n: params[n] for n in self.adapted}
         frozen = {n: p for n, p in params.items() if n not in fast}
         steps_of = _Steps(self.modulation, self.mixed_order)
-        for _ in range(steps):
+        each = [] if steps else [dict(params)]
+        for index in range(steps):
             if self.first_order:
                 # The inner gradient is a constant to the outer loop: compute it on detached
                 # weights so that no graph is built for it at all.
                 grads = grad(self._support_loss)(_detached(fast), _detached(frozen), buffers, x, y)
             else:
                 grads = grad(self._support_loss)(fast, frozen, buffers, x, y)
-            fast = steps_of.take(fast, grads)
-        return {**frozen, **steps_of.result(fast)}
+            fast = steps_of.take(fast, grads, index)
+            each.append({**frozen, **steps_of.result(fast)})
+        return each
 
     def query_loss(
         self,
@@ -120,10 +133,15 @@ class InnerLoop:
         qx: Tensor,
         qy: Tensor,
         steps: int,
+        every_step: bool = False,
     ) -> Tensor:
-        """Query loss of one task after adaptation (the MAML meta-objective)."""
-        adapted = self.adapt(params, buffers, sx, sy, steps)
-        return task_loss(self.forward(adapted, buffers, qx), qy, self.loss)
+        """Query loss of one task after adaptation (the MAML meta-objective); with
+        ``every_step``, the losses after each step ``[steps]``, from the same pass."""
+        if not every_step:
+            adapted = self.adapt(params, buffers, sx, sy, steps)
+            return task_loss(self.forward(adapted, buffers, qx), qy, self.loss)
+        each = self.adapt_each_step(params, buffers, sx, sy, steps)
+        return torch.stack([task_loss(self.forward(a, buffers, qx), qy, self.loss) for a in each])
 
     def predict(
         self, params: Params, buffers: Params, sx: Tensor, sy: Tensor, qx: Tensor, steps: int
@@ -176,19 +194,28 @@ class InnerLoop:
 
     def _adapt_all(self, params: Params, sx: Tensor, sy: Tensor, steps: int) -> Params:
         """Every task's adapted weights ``[T, ...]`` by ``steps`` modulated steps."""
+        return self._adapt_all_each_step(params, sx, sy, steps)[-1]
+
+    def _adapt_all_each_step(
+        self, params: Params, sx: Tensor, sy: Tensor, steps: int
+    ) -> list[Params]:
+        """Every task's weights ``[T, ...]`` after each step (before any when none is taken)."""
         tasks = sx.shape[0]
         per_task = {n: p.expand(tasks, *p.shape) for n, p in params.items()}
         fast = {n: per_task[n] for n in self.adapted}
         frozen = {n: w for n, w in per_task.items() if n not in fast}
         second_order = not self.first_order and any(p.requires_grad for p in params.values())
         steps_of = _Steps(self.modulation, self.mixed_order)
-        for _ in range(steps if fast else 0):  # nothing adapted (no_adaptation): no steps
+        taken = steps if fast else 0  # nothing adapted (no_adaptation): no steps
+        each = [] if taken else [per_task]
+        for index in range(taken):
             # Plain differentiable operations: the graph is kept for the second order (in
             # grad mode), not built at all for the first.
             with nullcontext() if second_order else torch.no_grad():
                 every = self.network.batched_gradients({**frozen, **fast}, sx, sy, self.loss)
-            fast = steps_of.take(fast, {n: every[n] for n in fast})
-        return {**frozen, **steps_of.result(fast)}
+            fast = steps_of.take(fast, {n: every[n] for n in fast}, index)
+            each.append({**frozen, **steps_of.result(fast)})
+        return each
 
     def _over_tasks(self, fn, params: Params, buffers: Params, tasks: tuple, steps: int):
         if self.vectorize:
@@ -196,13 +223,20 @@ class InnerLoop:
             return vmap(fn, in_dims=in_dims)(params, buffers, *tasks, steps)
         return torch.stack([fn(params, buffers, *task, steps) for task in zip(*tasks, strict=True)])
 
-    def batched_query_loss(self, params: Params, buffers: Params, batch: TaskBatch, steps: int):
-        """Per-task query losses ``[T]`` over the task batch."""
+    def batched_query_loss(self, params: Params, buffers: Params, batch: TaskBatch, steps: int,
+                           every_step: bool = False):  # fmt: skip
+        """Per-task query losses ``[T]`` over the task batch; with ``every_step``, after each
+        step ``[T, steps]`` (MAML++'s multi-step loss), from one pass."""
         if self._batches_by_hand(buffers):
-            adapted = self._adapt_all(params, batch.support_x, batch.support_y, steps)
-            prediction = self.network.batched_forward(adapted, batch.query_x)
-            return per_task_loss(prediction, batch.query_y, self.loss)
-        return self._over_tasks(self.query_loss, params, buffers, tuple(batch), steps)
+            sx, sy, qx, qy = batch.support_x, batch.support_y, batch.query_x, batch.query_y
+            if not every_step:
+                adapted = self._adapt_all(params, sx, sy, steps)
+                return per_task_loss(self.network.batched_forward(adapted, qx), qy, self.loss)
+            each = self._adapt_all_each_step(params, sx, sy, steps)
+            return torch.stack([per_task_loss(self.network.batched_forward(a, qx), qy, self.loss)
+                                for a in each], dim=1)  # fmt: skip
+        loss = partial(self.query_loss, every_step=every_step) if every_step else self.query_loss
+        return self._over_tasks(loss, params, buffers, tuple(batch), steps)
 
     def batched_predict(
         self, params: Params, buffers: Params, sx: Tensor, sy: Tensor, qx: Tensor, steps: int

@@ -2,10 +2,12 @@
 
 An inner-loop step is ``phi <- phi - modulation.step(name, g)``. MAML uses a fixed rate,
 Meta-SGD learned per-parameter rates, sparse-MAML a learned binary mask ``1[m >= 0]`` times a
-fixed rate, sparse-ReLU-MAML rectified learned rates ``relu(m)``. The mask and the rectifier
-are differentiated straight-through (their backward is the identity), so that a masked
-coordinate can come back to life; with a first-order inner loop the resulting gradient on
-``m`` is exactly sparse-MAML's mask update (thesis eq. 4.4).
+fixed rate, sparse-ReLU-MAML rectified learned rates ``relu(m)``, MAML++ learned rates per
+tensor and inner step (LSLR). A modulation that sets ``step_aware`` is told which inner step
+it is at: ``rate(name, index)`` and ``step(name, grad, index)``, ``index`` counting from 0.
+The mask and the rectifier are differentiated straight-through (their backward is the
+identity), so that a masked coordinate can come back to life; with a first-order inner loop
+the resulting gradient on ``m`` is exactly sparse-MAML's mask update (thesis eq. 4.4).
 
 Every method family takes its modulation from one open registry, :data:`MODULATIONS`, by the
 name in its ``modulation`` setting: the MAML family (``methods.gradient.maml``), La-MAML
@@ -42,18 +44,29 @@ def _key(name: str) -> str:
 
 class GradientModulation(nn.Module):
     """Maps the inner-loop gradient of a named tensor to the step subtracted from it:
-    ``step = rate(name) * grad``, with a rate that is a scalar or has the tensor's shape."""
+    ``step = rate(name) * grad``, with a rate that is a scalar or has the tensor's shape.
 
-    def rate(self, name: str) -> Tensor | float:
+    With ``step_aware`` set, the inner loop passes the step's index (0 for the first step)
+    as a third argument: ``rate(name, index)``, ``step(name, grad, index)``. Left unset,
+    both keep their two-argument form, so modulations written before it work unchanged."""
+
+    #: Whether :meth:`rate` and :meth:`step` take the inner step's index.
+    step_aware: bool = False
+
+    def rate(self, name: str, *index: int) -> Tensor | float:
         raise NotImplementedError
 
-    def step(self, name: str, grad: Tensor) -> Tensor:
-        return self.rate(name) * grad
+    def step(self, name: str, grad: Tensor, *index: int) -> Tensor:
+        return self.rate(name, *index) * grad
 
-    def forward(self, name: str, grad: Tensor) -> Tensor:
+    def forward(self, name: str, grad: Tensor, *index: int) -> Tensor:
         # The step as the module's call, so that torch.func.functional_call can run it with
         # the modulation's parameters swapped for constants (the inner loop's mixed order).
-        return self.step(name, grad)
+        return self.step(name, grad, *index)
+
+    def step_at(self, name: str, grad: Tensor, index: int) -> Tensor:
+        """The inner loop's call: the step, told its index if the modulation asks for it."""
+        return self.step(name, grad, index) if self.step_aware else self.step(name, grad)
 
     def sparsity(self) -> dict[str, float]:
         """Fraction of entries whose inner-loop step is exactly zero, per tensor."""
@@ -80,6 +93,25 @@ class FixedRate(GradientModulation):
 
     def rate(self, name: str) -> float:
         return self.lr
+
+
+class PerStepRates(GradientModulation):
+    """MAML++'s LSLR (Antoniou et al. 2019, "How to train your MAML", Sec. 4): one learned
+    rate per adapted tensor and per inner step, every one starting at ``lr``. A step past
+    the last trained one (evaluating with more steps than training took) takes the last
+    step's rate."""
+
+    step_aware = True
+
+    def __init__(self, shapes: Mapping[str, torch.Size], lr: float, steps: int):
+        super().__init__()
+        self.steps = max(1, steps)
+        self.values = nn.ParameterDict(
+            {_key(name): nn.Parameter(torch.full((self.steps,), float(lr))) for name in shapes}
+        )
+
+    def rate(self, name: str, index: int = 0) -> Tensor:
+        return self.values[_key(name)][min(index, self.steps - 1)]
 
 
 class LearnedRates(GradientModulation):
@@ -189,6 +221,8 @@ class ModulationSettings:
     #: ``relu(alpha)``, ``alpha = rate_init``, differentiated exactly: a rate that reaches
     #: zero stays off).
     rectified: Literal["scaled", "direct"] = "scaled"
+    #: Inner steps per adaptation in meta-training (what per-step rates are learned for).
+    steps: int = 1
 
 
 #: A factory: the family's settings -> the modulation it adapts with.
@@ -247,3 +281,5 @@ register_modulation("learned_rates", _learned_rates, "learned per-parameter rate
 register_modulation("binary_mask", _binary_mask, "learned binary masks, straight-through")
 register_modulation("relu_rates", _relu_rates, "rectified learned rates (sparse-ReLU-MAML, "
                     "La-MAML)")  # fmt: skip
+register_modulation("per_step_rates", lambda s: PerStepRates(s.shapes, s.lr, s.steps),
+                    "learned rates per tensor and inner step (MAML++'s LSLR)")  # fmt: skip
