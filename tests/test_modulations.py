@@ -152,8 +152,17 @@ def test_a_plugin_modulation_joins_through_its_entry_point_and_serves_two_famili
                      "--set", "modulation=soft_gate", *CONTINUAL_TINY, "--data-root", str(data),
                      "--tracking-uri", store, **env)  # fmt: skip
     assert lamaml.returncode == 0, lamaml.stdout + lamaml.stderr
+    # The guide's MAML++-style learner: the plugin's per-step rates and the family's
+    # multi-step loss, on a benchmark of its own (one run per experiment below).
+    steps = run_cli("run", "--method", "maml", "--benchmark", "linreg-icl",
+                    "--set", "modulation=step_rates", "--set", "inner_steps=3",
+                    "--set", "msl_iterations=4", *TINY, "--tracking-uri", store, **env)  # fmt: skip
+    assert steps.returncode == 0, steps.stdout + steps.stderr
 
     client = MlflowClient(store)
+    (run,) = client.search_runs([client.get_experiment_by_name("linreg-icl").experiment_id])
+    assert run.info.status == "FINISHED" and run.data.params["method.msl_iterations"] == "4"
+    assert run.data.params["method.modulation"] == "step_rates"
     for benchmark in ("sinusoid-5shot", "mnist-rotations"):
         (run,) = client.search_runs([client.get_experiment_by_name(benchmark).experiment_id])
         assert run.info.status == "FINISHED"
