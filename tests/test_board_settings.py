@@ -225,3 +225,41 @@ def test_the_protocol_linter_flags_rows_in_one_line_each_and_can_refuse_them(sto
     bare = LeaderboardRow("x", [], reference=ReferenceRow("x", "someone 2020", {"final/a": 1}))
     assert row_findings(bare) == ["reference someone 2020: declares none of the settings it "
                                   "was measured under"]  # fmt: skip
+
+
+def test_each_row_shows_the_settings_chosen_for_it_beside_the_defaults(store, capsys):
+    """A row says which method settings a user or a preset chose (here maml's five inner
+    steps and fomaml's outer rate), even where no other row differs in them; a row at the
+    defaults says nothing more; a plan's departures leave out what the layers below set."""
+    from benchmarks.planning.plan import plan_run
+
+    assert plan_run("maml", seed=0, overrides={"inner_steps": "5"}).departures() == {
+        "method.inner_steps": "5"}  # fmt: skip
+    assert plan_run("sparse_maml", seed=0).departures() == {}  # the variant's own defaults
+    fake_run(store, "maml", 0, {"final/test_loss": 0.5}, inner_steps="5")
+    fake_run(store, "fomaml", 0, {"final/test_loss": 0.6}, outer_lr="0.003")
+    fake_run(store, "anil", 0, {"final/test_loss": 0.7})
+    rows = {row["method"]: row["config"] for row in leaderboard_json(store, capsys)["rows"]}
+    assert rows["maml"].endswith("set: inner_steps=5")
+    assert rows["fomaml"].endswith("set: outer_lr=0.003")
+    assert "set:" not in rows["anil"]
+
+
+def test_rows_not_significantly_worse_than_the_best_are_marked(store, capsys):
+    """Paired over five shared seeds against rank 1: a row a hair behind with noise is
+    marked tied (≈1), a row clearly behind on every seed is not, and one seed says nothing."""
+    best = [0.50, 0.52, 0.49, 0.51, 0.50]
+    close = [0.51, 0.50, 0.52, 0.50, 0.51]  # mean +0.004, differences of both signs
+    far = [b + 0.2 + 0.01 * i for i, b in enumerate(best)]
+    for seed in range(5):
+        fake_run(store, "maml", seed, {"final/test_loss": best[seed]})
+        fake_run(store, "fomaml", seed, {"final/test_loss": close[seed]})
+        fake_run(store, "anil", seed, {"final/test_loss": far[seed]})
+    fake_run(store, "metasgd", 0, {"final/test_loss": 0.55})
+    board = leaderboard_json(store, capsys)
+    ties = {row["method"]: row["tied_with_best"] for row in board["rows"]}
+    assert ties == {"maml": None, "fomaml": True, "anil": False, "metasgd": None}
+    capsys.readouterr()
+    assert main(["leaderboard", "--tracking-uri", store, "--format", "markdown"]) == 0
+    text = capsys.readouterr().out
+    assert "| 2 ≈1 | fomaml" in text and "≈1 = not significantly worse than rank 1" in text

@@ -101,6 +101,16 @@ class RunPlan:
         text = json.dumps(body, sort_keys=True, default=str)
         return hashlib.sha256(text.encode()).hexdigest()[:12]
 
+    def departures(self) -> dict[str, str]:
+        """The method's settings that a preset or the user chose (``--set``, a sweep's or a
+        tune's settings), with their values: what sets this run apart from the benchmark's
+        defaults for the method, shown beside its row on a board. Empty for a plan rebuilt
+        from a recorded run (its deciding layers are not recorded in it)."""
+        flat = self.flat_params()
+        return {key: flat[key] for key, layer in sorted(self.set_by.items())
+                if key.startswith("method.") and key in flat
+                and (layer == "--set" or layer.startswith("preset "))}  # fmt: skip
+
     def flat_params(self) -> dict[str, str]:
         flat = {
             "method_name": self.method_name,

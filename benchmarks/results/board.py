@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -17,6 +18,7 @@ from benchmarks.planning.config import ConfigError
 from benchmarks.results.statistics import PairedTest, SeedStats, seed_stats
 from benchmarks.store.bundles import IMPORTED_FROM_TAG, VERIFIED_TAG
 from benchmarks.store.reader import (
+    DEPARTURES_TAG,
     TUNING_TAG,
 )
 from mesabench_core import __version__
@@ -132,6 +134,10 @@ class LeaderboardRow:
     #: paired t-test would need to detect the observed difference at 80% power.
     versus_baseline_holm: float | None = None
     seeds_for_power: int | None = None
+    #: Whether the row is not significantly worse than the best ranked row of ours (a
+    #: paired t-test over their shared seeds, Holm-adjusted over the board's rows, at 5%);
+    #: None where it cannot be said (the best row itself, fewer than two shared seeds).
+    tied_with_best: bool | None = None
     #: Where the board placed the row: ``ranked``, ``reference`` (ranked beside ours),
     #: ``diverged`` or ``missing`` (listed unranked), ``other settings`` (runs of another
     #: task or protocol setting, listed apart), ``reference, settings differ``.
@@ -279,6 +285,9 @@ class Leaderboard:
                                    for k in self.config_keys if k not in row.pooled))  # fmt: skip
         elif not row.other_setting and len(codes) < 2:  # nothing else tells the row apart
             parts.append(row.runs[0].config_hash)
+        departures = departures_text(row, self.config_keys)
+        if departures:
+            parts.append(departures)
         if row.pooled:
             parts.append("pooled " + "; ".join(f"{_short_key(k)}={'/'.join(v)}"
                                                for k, v in row.pooled.items()))  # fmt: skip
@@ -291,6 +300,19 @@ class Leaderboard:
             parts.append(tuned)
         parts.append(imported_text(row))
         return "; ".join(part for part in parts if part)
+
+
+def departures_text(row: LeaderboardRow, shown: Collection[str] = ()) -> str:
+    """``set: inner_steps=5, outer_lr=0.003``: the method settings a preset or the user
+    chose for the row's runs (their ``mesabench.departures`` tag), less those the board
+    already shows as columns; settings that differ between the pooled runs are listed as
+    pooled, not here. Empty for runs recorded before the tag (nothing to say)."""
+    texts = {r.tags.get(DEPARTURES_TAG, "") for r in row.runs}
+    if len(texts) != 1 or not next(iter(texts)):
+        return ""
+    hidden = {_short_key(k) for k in (*shown, *row.pooled)}
+    pairs = [p for p in next(iter(texts)).split(", ") if p.split("=", 1)[0] not in hidden]
+    return "set: " + ", ".join(pairs) if pairs else ""
 
 
 def imported_text(row: LeaderboardRow) -> str:

@@ -91,6 +91,9 @@ def row_cells(board: Leaderboard) -> list[dict[str, Any]]:
         out.append(
             {
                 "rank": rank if status == "ranked" else None,
+                # Not significantly worse than rank 1 of ours (paired, Holm, 5%); null
+                # where that cannot be said (rank 1 itself, under two shared seeds).
+                "tied_with_best": row.tied_with_best,
                 "status": status,
                 "method": row.method,
                 "other_version": board.flagged(row),
@@ -194,6 +197,8 @@ def _line(cells: dict[str, Any], board: Leaderboard) -> list[str]:
     rank = str(cells["rank"]) if cells["rank"] is not None else (
         "ref" if cells["reference"] else "-"
     )  # fmt: skip
+    if cells["tied_with_best"]:
+        rank += " ≈1"
     line = [
         rank,
         cells["method"] + (" *" if cells["other_version"] else ""),
@@ -229,6 +234,9 @@ def caption(board: Leaderboard) -> str:
     ]
     if board.shows_episode_ci:
         parts.append("episode CI95 = the runs' own 95% CI over their test episodes, averaged")
+    if any(row.tied_with_best for row in board.rows):
+        parts.append(f"≈1 = not significantly worse than rank 1 (two-sided paired t-test over "
+                     f"shared seeds, Holm-adjusted over the rows, {1 - CONFIDENCE:.0%})")
     if board.baseline is not None:
         base = board.baseline
         seeds = sorted(base.by_seed(board.metric))

@@ -45,7 +45,7 @@ from benchmarks.results.board import (
     is_setting,
 )
 from benchmarks.results.multiple_tests import holm, seeds_for_power
-from benchmarks.results.statistics import paired_t_test
+from benchmarks.results.statistics import CONFIDENCE, paired_t_test
 from benchmarks.store.lifecycle import is_stale
 from benchmarks.store.reader import (
     RUN_LOCAL_SETTINGS,
@@ -365,9 +365,31 @@ def build_leaderboard(
         metric_words=metric_catalog.describe(ranking, _settings_of(ours)),
         elsewhere=elsewhere, setting=setting, filtered_out=filtered_out,
     )  # fmt: skip
+    mark_ties_with_best(board)
     if baseline is not None:
         compare_to_baseline(board, baseline)
     return board
+
+
+def mark_ties_with_best(board: Leaderboard) -> None:
+    """Mark the ranked rows of ours that are not significantly worse than the best one:
+    each paired with the best over their shared seeds (two-sided paired t-test, Holm over
+    the board's rows, 5%), so that a reader does not take rank 1 of 5 for a win where no
+    difference is significant. A row sharing fewer than two seeds with the best is left
+    unmarked (nothing can be said)."""
+    ranked = [row for row in board.rows if not row.is_reference]
+    if len(ranked) < 2:
+        return
+    best = ranked[0].by_seed(board.metric)
+    tested = []
+    for row in ranked[1:]:
+        mine = row.by_seed(board.metric)
+        pairs = sorted(set(mine) & set(best))
+        test = paired_t_test([mine[s] for s in pairs], [best[s] for s in pairs])
+        if test.p_value is not None:
+            tested.append((row, test.p_value))
+    for (row, _), adjusted in zip(tested, holm([p for _, p in tested]), strict=True):
+        row.tied_with_best = adjusted >= 1.0 - CONFIDENCE
 
 
 def _unmatched_filter(records: Sequence[RunRecord], run_filter: RunFilter, benchmark: str) -> str:

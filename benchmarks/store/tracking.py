@@ -29,6 +29,7 @@ from benchmarks.store.client import LOCK_RETRY_SECONDS, OutOfSpace, open_store, 
 from benchmarks.store.hold import held, wait_while_held
 from benchmarks.store.lifecycle import Heartbeat, heartbeat_tags, process_tags
 from benchmarks.store.reader import (
+    DEPARTURES_TAG,
     TUNING_TAG,
     default_tracking_uri,
     normalise_uri,
@@ -248,6 +249,10 @@ class MlflowTracker:
             tags["mlflow.parentRunId"] = parent_run_id
         if getattr(plan, "tuning", None):  # a board reads it without the params
             tags[TUNING_TAG] = plan.tuning
+        departures = plan.departures()
+        if departures:  # what sets the run apart from the benchmark's defaults, for a board
+            tags[DEPARTURES_TAG] = ", ".join(f"{k.split('.', 1)[1]}={v}"
+                                             for k, v in departures.items())[:5000]  # fmt: skip
         tags.update(extra_tags or {})
         run = self.client.create_run(
             self.experiment_id(plan.benchmark),
