@@ -128,13 +128,15 @@ def test_image_network_second_order_meta_gradient_equals_higher(name):
         torch.arange(3).repeat(queries).expand(tasks, -1).clone(),
     )
     params = dict(net.named_parameters())
-    loop = InnerLoop(net, FixedRate(0.3), "cross_entropy", list(params), first_order=False)
+    loop = InnerLoop(net, FixedRate(0.3), "cross_entropy", list(params), first_order=False,
+                     vectorize=True)  # the vmapped path (the CPU's default loops)  # fmt: skip
     ours = torch.autograd.grad(loop.batched_query_loss(params, {}, batch, 2).mean(),
                                list(params.values()))  # fmt: skip
     reference = _higher_meta_grad(net, batch, F.cross_entropy, 2, list(params),
                                   list(params.values()), lr=0.3)  # fmt: skip
     assert all(g.abs().max() > 0 for g in reference)
-    first_order = InnerLoop(net, FixedRate(0.3), "cross_entropy", list(params), first_order=True)
+    first_order = InnerLoop(net, FixedRate(0.3), "cross_entropy", list(params), first_order=True,
+                            vectorize=True)  # fmt: skip
     fo = torch.autograd.grad(first_order.batched_query_loss(params, {}, batch, 2).mean(),
                              list(params.values()))  # fmt: skip
     assert any((a - b).abs().max() > 1e-6 for a, b in zip(fo, reference, strict=True))
@@ -419,3 +421,16 @@ def test_mixed_order_is_second_order_for_weights_and_first_order_for_masks(vecto
                zip(second_order_masks[len(params):], expected, strict=True))  # fmt: skip
     for a, b in zip(ours, list(weights) + expected, strict=True):
         torch.testing.assert_close(a, b, atol=1e-10, rtol=1e-8)
+
+
+def test_task_batching_defaults_to_the_measured_faster_form():
+    """vmap for MLPs and for convolutions on a GPU, a per-task loop for convolutions on a
+    CPU (docs/RESULTS.md: 0.39x the loop there): the documented default is the fast one."""
+    from methods.common.networks import Conv4
+    from methods.gradient.inner_loop import vectorizes
+
+    assert vectorizes(False, "cpu") and vectorizes(True, "cuda") and not vectorizes(True, "cpu")
+    assert InnerLoop(_net(), FixedRate(0.1), "mse", []).vectorize
+    assert not InnerLoop(Conv4(1, 16, 4, 3), FixedRate(0.1), "cross_entropy", []).vectorize
+    assert InnerLoop(Conv4(1, 16, 4, 3), FixedRate(0.1), "cross_entropy", [], vectorize=True
+                     ).vectorize  # asked for: kept  # fmt: skip

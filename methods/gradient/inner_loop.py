@@ -27,6 +27,15 @@ from methods.gradient.modulation import GradientModulation
 Params = dict[str, Tensor]
 
 
+def vectorizes(convolutional: bool, device: torch.device | str) -> bool:
+    """Whether ``vmap`` over tasks is the faster form, by measurement (docs/RESULTS.md,
+    bench/conv4_throughput.py and bench/maml_throughput.py): yes for MLPs anywhere and for
+    convolutions on a GPU (4-18x a per-task loop on an H100); no for convolutions on a CPU,
+    where vmapped 64-channel convolutions fall out of cache (0.39x the loop). The MAML
+    family's ``task_batching=auto`` and :class:`InnerLoop`'s default both follow it."""
+    return not (convolutional and torch.device(device).type == "cpu")
+
+
 def _detached(params: Params) -> Params:
     return {n: p.detach() for n, p in params.items()}
 
@@ -78,7 +87,7 @@ class InnerLoop:
         loss: LossKind,
         adapted: Collection[str],
         first_order: bool = False,
-        vectorize: bool = True,
+        vectorize: bool | None = None,
         modulation_first_order: bool = False,
     ):
         self.network = network
@@ -87,8 +96,12 @@ class InnerLoop:
         self.adapted = list(adapted)
         self.first_order = first_order
         self.mixed_order = modulation_first_order and not first_order
-        # vmap over tasks, or a Python loop over the same single-task function. vmap wins for
-        # small networks; on a CPU, per-task convolutions stay in cache and a loop is faster.
+        # vmap over tasks, or a Python loop over the same single-task function; by default the
+        # faster form for the network where its parameters are (:func:`vectorizes`).
+        if vectorize is None:
+            convolutional = any(isinstance(m, nn.Conv2d) for m in network.modules())
+            device = next(iter(network.parameters()), torch.empty(0)).device
+            vectorize = vectorizes(convolutional, device)
         self.vectorize = vectorize
 
     def forward(self, params: Params, buffers: Params, x: Tensor) -> Tensor:

@@ -24,7 +24,7 @@ from methods.common.networks import (
     head_names,
     network_for,
 )
-from methods.gradient.inner_loop import InnerLoop
+from methods.gradient.inner_loop import InnerLoop, vectorizes
 from methods.gradient.modulation import (
     ModulationSettings,
     build_modulation,
@@ -152,7 +152,7 @@ class GradientMetaLearner(EpisodicMethod):
         super().__init__(config, problem, device)
         name = network_for(config.network, problem)
         if config.task_batching == "auto":
-            vectorize = not (name in IMAGE_NETWORKS and device.type == "cpu")
+            vectorize = vectorizes(name in IMAGE_NETWORKS, device)
         else:
             vectorize = config.task_batching == "vmap"
         self.network = build_network(
