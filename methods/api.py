@@ -132,6 +132,17 @@ class Method(ABC):
         anything is recorded; the default accepts every config."""
         return None
 
+    @classmethod
+    def check_run(cls, config: Any, problem: Problem, protocol: Any,
+                  chosen: frozenset[str]) -> None:  # fmt: skip
+        """Like :meth:`check_config`, seeing the run's protocol settings too (a schedule
+        longer than the run's ``iterations``) and which of ``config``'s fields a preset or
+        the user chose (``chosen``: field names), as against defaults (the method's, its
+        variant's or the benchmark's), so that a check can refuse a user's mistake without
+        refusing a default that a shortened run leaves unreachable. Raise
+        :class:`IncompatibleSetting`; the default accepts every run."""
+        return None
+
     def compile(self, backend: str) -> None:
         """Compile the method's networks in place (``nn.Module.compile``: state-dict keys
         unchanged, so checkpoints and saved learners stay interchangeable). Called before

@@ -179,3 +179,15 @@ def test_mamlpp_runs_on_omniglot_with_the_conv4(cli, store, data_root):
     assert run.info.status == "FINISHED"
     assert run.data.params["method.modulation"] == "per_step_rates"
     assert 0.0 <= run.data.metrics["final/test_accuracy"] <= 1.0
+
+
+def test_a_multi_step_schedule_past_the_runs_end_is_refused_only_when_chosen():
+    """check_run sees the protocol and who chose a setting: a user's msl_iterations beyond
+    the run's iterations is refused in one line; mamlpp's own 400 over a short run is not."""
+    from benchmarks.planning.plan import plan_run
+
+    with pytest.raises(ConfigError, match=r"msl_iterations \(200\) is longer than the run's "
+                                          r"iterations \(100\)"):  # fmt: skip
+        plan_run("mamlpp", seed=0, overrides={"iterations": "100", "msl_iterations": "200"})
+    plan = plan_run("mamlpp", seed=0, overrides={"iterations": "100"})
+    assert plan.method.msl_iterations == 400 and plan.protocol.iterations == 100

@@ -18,7 +18,7 @@ import torch
 
 from benchmarks.catalog.installed import benchmark_spec, method_entry
 from benchmarks.planning.config import as_dict, from_dict
-from benchmarks.planning.resolve import layers_of, resolve
+from benchmarks.planning.resolve import chosen, layers_of, resolve
 from benchmarks.protocols.base import execution_of
 from mesabench_core import RUN_LOCAL_SETTINGS, ConfigError, IncompatibleSetting, identity_dict
 from mesabench_datasets.data_root import explicit_root, resolve_data_root
@@ -107,9 +107,8 @@ class RunPlan:
         defaults for the method, shown beside its row on a board. Empty for a plan rebuilt
         from a recorded run (its deciding layers are not recorded in it)."""
         flat = self.flat_params()
-        return {key: flat[key] for key, layer in sorted(self.set_by.items())
-                if key.startswith("method.") and key in flat
-                and (layer == "--set" or layer.startswith("preset "))}  # fmt: skip
+        return {key: flat[key] for key in sorted(chosen(self.set_by))
+                if key.startswith("method.") and key in flat}  # fmt: skip
 
     def flat_params(self) -> dict[str, str]:
         flat = {
@@ -201,6 +200,8 @@ def plan_run(
     resolved, problem = resolution.sections, resolution.source.problem
     try:  # settings that cannot work on this benchmark's problem: refused before recording
         entry.cls.check_config(resolved["method"], problem)
+        users = {k.split(".", 1)[1] for k in chosen(resolution.set_by) if k.startswith("method.")}
+        entry.cls.check_run(resolved["method"], problem, resolved["protocol"], frozenset(users))
     except IncompatibleSetting as err:
         raise ConfigError(str(err)) from None
     check_execution(method, entry.cls, resolved["protocol"])

@@ -172,3 +172,10 @@ def resolve(name: str, entry: MethodEntry, spec: BenchmarkSpec, layers: list[Lay
                 _blamed(layer, lambda c=state[section], s=section: validate(c, prefix=f"{s}."))
     return Resolution({"method": method, "task": sections["task"],
                        "protocol": sections["protocol"]}, set_by, source)  # fmt: skip
+
+
+def chosen(set_by: Mapping[str, str]) -> set[str]:
+    """The ``section.field`` keys a preset or the user set (``--set``, a sweep's or a tune's
+    settings), as against those left at a class's, a variant's or a benchmark's default."""
+    return {key for key, layer in set_by.items()
+            if layer == "--set" or layer.startswith("preset ")}  # fmt: skip

@@ -14,7 +14,7 @@ from typing import Any, Literal
 import torch
 from torch import Tensor
 
-from mesabench_core import ConfigError, param
+from mesabench_core import ConfigError, IncompatibleSetting, param
 from mesabench_datasets.tasks import Problem, TaskBatch
 from methods.api import SHARED_SETTINGS, EpisodicMethod, FloatRange, Space
 from methods.common.networks import (
@@ -137,6 +137,18 @@ class GradientMetaLearner(EpisodicMethod):
     @classmethod
     def check_config(cls, config: MAMLConfig, problem: Problem) -> None:
         check_network_setting(config.network, problem)
+
+    @classmethod
+    def check_run(cls, config: MAMLConfig, problem: Problem, protocol: Any,
+                  chosen: frozenset[str]) -> None:  # fmt: skip
+        # A multi-step loss the user scheduled past the run's end never reaches the last
+        # step's loss alone; a variant's default over a shortened (test) run is let be.
+        iterations = getattr(protocol, "iterations", None)
+        if "msl_iterations" in chosen and iterations and config.msl_iterations > iterations:
+            raise IncompatibleSetting(
+                f"method.msl_iterations ({config.msl_iterations}) is longer than the run's "
+                f"iterations ({iterations}): the multi-step loss would never anneal to the last "
+                f"step's; set it to at most {iterations}")
 
     @classmethod
     def search_space(cls, config: MAMLConfig) -> dict[str, Space]:
