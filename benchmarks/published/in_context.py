@@ -302,7 +302,8 @@ def _alignment() -> Table:
     def cosine_line(n: int) -> Claim:
         label = f"sensitivity cosine with GD, N = {n}"
         target = dict(target=0.99, check="at_least", provenance="figure",
-                      cite="ICML'23 sec. 3 (alignment figure)")  # fmt: skip
+                      cite="ICML'23 sec. 3, Fig. 2 (thesis Fig. 2.3) at N = 10; other N "
+                      "ours (the text: 'a wide range of hyperparameters')")  # fmt: skip
         if n == 10:
             return lsa_half(label, "final/align/sens_cosine", **target)
         settings = {**HALF, "shots": str(n)}
@@ -320,7 +321,7 @@ def _alignment() -> Table:
                 lsa_half(f"1-layer LSA degrades like GD, {kind} scaled by {alpha}",
                          f"final/ood/{kind}_x{alpha:g}_model", versus=gd, tolerance=0.1,
                          relative=True, provenance="figure",
-                         cite="ICML'23 sec. 3 (out-of-distribution figure)"),
+                         cite="ICML'23 sec. 3, Fig. 2 and App. A.2, Fig. 6(a)"),
             ]  # fmt: skip
     one = "sensitivity cosine with GD, N = 10"
     return Table(
