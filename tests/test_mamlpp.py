@@ -191,3 +191,16 @@ def test_a_multi_step_schedule_past_the_runs_end_is_refused_only_when_chosen():
         plan_run("mamlpp", seed=0, overrides={"iterations": "100", "msl_iterations": "200"})
     plan = plan_run("mamlpp", seed=0, overrides={"iterations": "100"})
     assert plan.method.msl_iterations == 400 and plan.protocol.iterations == 100
+
+
+def test_test_inner_steps_chosen_for_an_episodic_run_is_refused_with_what_does_it():
+    """It would change the configuration's hash and nothing else (meta-test scores the
+    protocol's eval_steps): a user's value is refused in one line; a benchmark's default
+    (Omniglot sets it) and eval_steps itself are accepted."""
+    from benchmarks.planning.plan import plan_run
+
+    with pytest.raises(ConfigError, match=r"test_inner_steps has no effect in an episodic run: "
+                                          r"meta-test scores the protocol's eval_steps \(1, 10\)"):
+        plan_run("maml", seed=0, overrides={"test_inner_steps": "5"})
+    assert plan_run("maml", seed=0, overrides={"eval_steps": "1,5"}).protocol.eval_steps == (1, 5)
+    assert plan_run("maml", "omniglot-5w1s", seed=0).method.test_inner_steps == 3  # its own

@@ -49,7 +49,9 @@ class MAMLConfig:
         "learned (Meta-SGD) their start; where masks gate them, the rate let through",
     )
     inner_steps: int = param(1, min=0, help="inner steps during meta-training")
-    test_inner_steps: int = param(10, min=0, help="inner steps when predict() is not told")
+    test_inner_steps: int = param(
+        10, min=0, help="inner steps when predict() is not told (the Python API, continual "
+        "protocols); an episodic run scores at its protocol's eval_steps instead")
     first_order: bool = False
     modulation_first_order: bool = param(
         False, added="0.2",
@@ -89,6 +91,17 @@ class MAMLConfig:
             raise ConfigError(
                 "msl_iterations weighs the losses of several inner steps: it needs "
                 f"inner_steps >= 2 (got {self.inner_steps}), or msl_iterations 0")
+
+
+def refuse_unused_test_steps(protocol: Any, chosen: frozenset[str]) -> None:
+    """An episodic protocol scores meta-test at its own ``eval_steps`` (the same for every
+    method on the board), so a user's ``test_inner_steps`` would change nothing but the
+    configuration's hash there: refused in one line, naming the setting that does it."""
+    if "test_inner_steps" in chosen and hasattr(protocol, "eval_steps"):
+        raise IncompatibleSetting(
+            "method.test_inner_steps has no effect in an episodic run: meta-test scores the "
+            f"protocol's eval_steps {tuple(protocol.eval_steps)}; set eval_steps instead "
+            "(e.g. --set eval_steps=1,5)")
 
 
 def msl_weights(steps: int, iteration: int, anneal_iterations: int) -> list[float]:
@@ -141,6 +154,7 @@ class GradientMetaLearner(EpisodicMethod):
     @classmethod
     def check_run(cls, config: MAMLConfig, problem: Problem, protocol: Any,
                   chosen: frozenset[str]) -> None:  # fmt: skip
+        refuse_unused_test_steps(protocol, chosen)
         # A multi-step loss the user scheduled past the run's end never reaches the last
         # step's loss alone; a variant's default over a shortened (test) run is let be.
         iterations = getattr(protocol, "iterations", None)
