@@ -90,5 +90,19 @@ __all__ = [
     "per_task_accuracy",
     "per_task_loss",
     "seeded_generator",
+    "setting_effect",
     "task_loss",
 ]
+
+
+def setting_effect(
+    method: str, benchmark: str, base: dict[str, str], key: str, value: str,
+    data_root: str | None = None, speed_only: bool = False,
+) -> str | None:  # fmt: skip
+    """Whether setting ``key`` to ``value`` changes what a run of ``method`` on ``benchmark``
+    measured and kept (in-process, seed 0, CPU; ``base``: the other settings, e.g. a tiny
+    budget), or for a ``speed_only`` setting leaves its numbers equal: None when it does
+    what it should, else one line saying what is wrong. Imported when called (it runs)."""
+    from benchmarks.running.setting_effects import setting_effect as check
+
+    return check(method, benchmark, base, key, value, data_root, speed_only)
