@@ -147,7 +147,8 @@ def _gdssm_peers() -> Table:
         "two GD steps with a rate each, fitted (derived, `python -m benchmarks.published."
         "derived`). S5's training settings are not stated (the `paper` preset's are ours).",
         figure=TableFigure(
-            "Sushma et al. Fig. 4C: GD-SSM, S5 and a 2-layer transformer against GD",
+            "Sushma et al. Figs. 4A and 4C: GD-SSM (1 and 2 layers), S5 and a 2-layer "
+            "transformer against GD",
             (Panel("Test loss", "0 GD, 1 GD-SSM, 2 GD-SSM x2, 3 S5, 4 GD (natural), "
                    "5 transformer x2", "test loss", (
                        Points("model", ((0, gd), (1, "1-layer GD-SSM = GD (paired)"),
