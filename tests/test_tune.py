@@ -171,7 +171,10 @@ def test_tune_end_to_end_equal_budgets_validation_selection_and_resume(tmp_path)
     again = subprocess.run(argv, env=env, cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert again.returncode == 0 and len(_tune_runs(store)) == len(runs)  # nothing re-run
     board = subprocess.run([sys.executable, "-m", "benchmarks", "leaderboard", "--benchmark",
-                            "slope-shift", "--tracking-uri", store], env=env, cwd=ROOT,
-                           capture_output=True, text=True)  # fmt: skip
+                            "slope-shift", "--tracking-uri", store],
+                           env={**env, "COLUMNS": "250"},  # the label on one line
+                           cwd=ROOT, capture_output=True, text=True)  # fmt: skip
     assert "tuned: 4 trials, selected on val/loss" in board.stdout
+    # The selected slope, beside the row (4 significant digits; the run keeps them all).
+    assert f"set: slope={slope:.4g}; tuned" in board.stdout
     assert os.path.exists(site)

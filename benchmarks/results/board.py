@@ -311,8 +311,20 @@ def departures_text(row: LeaderboardRow, shown: Collection[str] = ()) -> str:
     if len(texts) != 1 or not next(iter(texts)):
         return ""
     hidden = {_short_key(k) for k in (*shown, *row.pooled)}
-    pairs = [p for p in next(iter(texts)).split(", ") if p.split("=", 1)[0] not in hidden]
-    return "set: " + ", ".join(pairs) if pairs else ""
+    pairs = [p.split("=", 1) for p in next(iter(texts)).split(", ")]
+    shown_pairs = [f"{k}={_compact(v)}" for k, v in (p for p in pairs if len(p) == 2)
+                   if k not in hidden]  # fmt: skip
+    return "set: " + ", ".join(shown_pairs) if shown_pairs else ""
+
+
+def _compact(value: str) -> str:
+    """A float as 4 significant digits (a tune's 0.8680901962705891 as 0.8681); anything
+    else as recorded. The run's params keep every digit."""
+    try:
+        number = float(value)
+    except ValueError:
+        return value
+    return value if value.lstrip("-").isdigit() else f"{number:.4g}"
 
 
 def imported_text(row: LeaderboardRow) -> str:
