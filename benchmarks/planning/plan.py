@@ -168,8 +168,12 @@ def plan_run(
     preset: str | None = None,
     data_root: str | None = None,
     tuning: str | None = None,
+    carried: dict[str, str] | None = None,
 ) -> RunPlan:
     """Resolve and validate a run; raises ConfigError / RegistryError on bad input.
+
+    ``carried``: an evaluation's settings from the run whose learner it scores, applied
+    under ``overrides`` and not counted as the user's choice (:func:`resolve.chosen`).
 
     ``preset`` names one of the benchmark's override sets; explicit ``overrides`` win.
     ``data_root`` (else ``MESABENCH_DATA``) is recorded in the plan as an absolute path; a
@@ -195,7 +199,7 @@ def plan_run(
         raise ConfigError(f"unknown preset {preset!r} for {benchmark}; allowed: {allowed}")
     spec_source = spec.task.build()
     entry.cls.check_problem(spec_source.problem)  # a method that cannot learn it at all
-    layers = layers_of(method, entry, spec, preset, overrides or {})
+    layers = layers_of(method, entry, spec, preset, overrides or {}, carried)
     resolution = resolve(method, entry, spec, layers, spec_source)
     resolved, problem = resolution.sections, resolution.source.problem
     try:  # settings that cannot work on this benchmark's problem: refused before recording

@@ -67,9 +67,15 @@ class Resolution:
     source: TaskSource
 
 
+#: The layer of an evaluation's settings carried from the run whose learner it scores: not
+#: the user's choice (:func:`chosen`), though it overrides every default.
+CARRIED = "the evaluated run's own settings"
+
+
 def layers_of(name: str, entry: MethodEntry, spec: BenchmarkSpec, preset: str | None,
-              settings: Settings) -> list[Layer]:  # fmt: skip
-    """The ordered layers of a run of method ``name`` on ``spec`` (layer 0 is the base)."""
+              settings: Settings, carried: Settings | None = None) -> list[Layer]:  # fmt: skip
+    """The ordered layers of a run of method ``name`` on ``spec`` (layer 0 is the base);
+    ``carried``: an evaluation's settings from the trained run, under the user's."""
     layers = [
         Layer(f"the task source of {spec.name}", "shared", lambda source: source.method_defaults()),
         Layer(f"benchmark {spec.name}", "shared", dict(spec.method_defaults)),
@@ -80,6 +86,8 @@ def layers_of(name: str, entry: MethodEntry, spec: BenchmarkSpec, preset: str | 
     if preset:
         layers.append(Layer(f"preset {preset!r} of {spec.name}", "routed", spec.presets[preset],
                             blame=f"preset {preset!r} of {spec.name}: "))  # fmt: skip
+    if carried:
+        layers.append(Layer(CARRIED, "routed", dict(carried)))
     layers.append(Layer("--set", "routed", dict(settings)))
     return layers
 

@@ -260,11 +260,11 @@ def open_evaluation(request: EvaluationRequest) -> StartedRun:
     # then the user's settings.
     benchmark = request.benchmark or body["benchmark"]
     sections = ("method", "task", "protocol") if benchmark == body["benchmark"] else ("method",)
-    settings = {f"{part}.{k}": v for part in sections for k, v in body[part].items()}
-    settings.update(request.settings)
+    carried = {f"{part}.{k}": v for part in sections for k, v in body[part].items()}
     plan = plan_run(body["method_name"], benchmark,
-                    body["seed"] if request.seed is None else request.seed, settings,
-                    request.device, data_root=request.data_root)  # fmt: skip
+                    body["seed"] if request.seed is None else request.seed,
+                    dict(request.settings), request.device, data_root=request.data_root,
+                    carried=carried)  # fmt: skip
     plan = dataclasses.replace(plan, learner_from=request.run_id)
     data_files = prepare_data(plan)
     with using_data_root(plan.data_root, plan.data_root_only):
