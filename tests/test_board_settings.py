@@ -239,9 +239,11 @@ def test_each_row_shows_the_settings_chosen_for_it_beside_the_defaults(store, ca
     fake_run(store, "maml", 0, {"final/test_loss": 0.5}, inner_steps="5")
     fake_run(store, "fomaml", 0, {"final/test_loss": 0.6}, outer_lr="0.003")
     fake_run(store, "anil", 0, {"final/test_loss": 0.7})
+    fake_run(store, "metasgd", 0, {"final/test_loss": 0.8}, hidden="16,16")
     rows = {row["method"]: row["config"] for row in leaderboard_json(store, capsys)["rows"]}
     assert rows["maml"].endswith("set: inner_steps=5")
     assert rows["fomaml"].endswith("set: outer_lr=0.003")
+    assert rows["metasgd"].endswith("set: hidden=(16, 16)")  # a value with ", " whole
     assert "set:" not in rows["anil"]
 
 

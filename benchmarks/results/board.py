@@ -310,11 +310,15 @@ def departures_text(row: LeaderboardRow, shown: Collection[str] = ()) -> str:
     texts = {r.tags.get(DEPARTURES_TAG, "") for r in row.runs}
     if len(texts) != 1 or not next(iter(texts)):
         return ""
+    try:
+        chosen = json.loads(next(iter(texts)))
+    except ValueError:  # not this tag's form (runs of an unreleased revision wrote pairs)
+        return ""
+    if not isinstance(chosen, dict):
+        return ""
     hidden = {_short_key(k) for k in (*shown, *row.pooled)}
-    pairs = [p.split("=", 1) for p in next(iter(texts)).split(", ")]
-    shown_pairs = [f"{k}={_compact(v)}" for k, v in (p for p in pairs if len(p) == 2)
-                   if k not in hidden]  # fmt: skip
-    return "set: " + ", ".join(shown_pairs) if shown_pairs else ""
+    pairs = [f"{k}={_compact(str(v))}" for k, v in chosen.items() if k not in hidden]
+    return "set: " + ", ".join(pairs) if pairs else ""
 
 
 def _compact(value: str) -> str:

@@ -33,8 +33,8 @@ log = logging.getLogger("mesabench")
 PAGE = 50_000
 #: A ``tune`` run's role (JSON: a trial, or the selected configuration and its budget).
 TUNING_TAG = "mesabench.tuning"
-#: The method settings a preset or the user chose (``RunPlan.departures``), as
-#: ``key=value`` pairs joined by ``, ``: what a board shows beside a row.
+#: The method settings a preset or the user chose (``RunPlan.departures``), as a JSON
+#: object of field name -> value as recorded: what a board shows beside a row.
 DEPARTURES_TAG = "mesabench.departures"
 #: An index our SQLite stores add to MLflow's schema (``client.open_store``): tags by key
 #: and value, so that the runs of given cells are found without reading every run's tags.

@@ -251,8 +251,10 @@ class MlflowTracker:
             tags[TUNING_TAG] = plan.tuning
         departures = plan.departures()
         if departures:  # what sets the run apart from the benchmark's defaults, for a board
-            tags[DEPARTURES_TAG] = ", ".join(f"{k.split('.', 1)[1]}={v}"
-                                             for k, v in departures.items())[:5000]  # fmt: skip
+            # JSON, so that a value holding ", " (a tuple) reads back whole; each value
+            # shortened so that the tag stays within MLflow's limit.
+            tags[DEPARTURES_TAG] = json.dumps({k.split(".", 1)[1]: v[:200]
+                                               for k, v in departures.items()})  # fmt: skip
         tags.update(extra_tags or {})
         run = self.client.create_run(
             self.experiment_id(plan.benchmark),
