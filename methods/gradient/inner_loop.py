@@ -115,17 +115,23 @@ class InnerLoop:
 
     def adapt(self, params: Params, buffers: Params, x: Tensor, y: Tensor, steps: int) -> Params:
         """Parameters after ``steps`` modulated gradient steps on one task's support set."""
-        return self.adapt_each_step(params, buffers, x, y, steps)[-1]
+        return self._adapted(params, buffers, x, y, steps, keep_each=False)[-1]
 
     def adapt_each_step(
         self, params: Params, buffers: Params, x: Tensor, y: Tensor, steps: int
     ) -> list[Params]:
         """The parameters after each of ``steps`` steps (before any when ``steps`` is 0):
         one pass, every step's weights kept for a loss that reads them all (MAML++'s MSL)."""
+        return self._adapted(params, buffers, x, y, steps, keep_each=True)
+
+    def _adapted(self, params: Params, buffers: Params, x: Tensor, y: Tensor, steps: int,
+                 keep_each: bool) -> list[Params]:  # fmt: skip
+        """The weights after each step (``keep_each``), else after the last alone: a step's
+        weights are assembled only where a loss reads them."""
         fast = {n: params[n] for n in self.adapted}
         frozen = {n: p for n, p in params.items() if n not in fast}
         steps_of = _Steps(self.modulation, self.mixed_order)
-        each = [] if steps else [dict(params)]
+        each: list[Params] = []
         for index in range(steps):
             if self.first_order:
                 # The inner gradient is a constant to the outer loop: compute it on detached
@@ -134,8 +140,9 @@ class InnerLoop:
             else:
                 grads = grad(self._support_loss)(fast, frozen, buffers, x, y)
             fast = steps_of.take(fast, grads, index)
-            each.append({**frozen, **steps_of.result(fast)})
-        return each
+            if keep_each:
+                each.append({**frozen, **steps_of.result(fast)})
+        return each or [{**frozen, **steps_of.result(fast)}]
 
     def query_loss(
         self,
@@ -207,12 +214,13 @@ class InnerLoop:
 
     def _adapt_all(self, params: Params, sx: Tensor, sy: Tensor, steps: int) -> Params:
         """Every task's adapted weights ``[T, ...]`` by ``steps`` modulated steps."""
-        return self._adapt_all_each_step(params, sx, sy, steps)[-1]
+        return self._adapt_all_each_step(params, sx, sy, steps, keep_each=False)[-1]
 
     def _adapt_all_each_step(
-        self, params: Params, sx: Tensor, sy: Tensor, steps: int
+        self, params: Params, sx: Tensor, sy: Tensor, steps: int, keep_each: bool = True
     ) -> list[Params]:
-        """Every task's weights ``[T, ...]`` after each step (before any when none is taken)."""
+        """Every task's weights ``[T, ...]`` after each step (before any when none is taken;
+        after the last alone unless ``keep_each``)."""
         tasks = sx.shape[0]
         per_task = {n: p.expand(tasks, *p.shape) for n, p in params.items()}
         fast = {n: per_task[n] for n in self.adapted}
@@ -220,15 +228,16 @@ class InnerLoop:
         second_order = not self.first_order and any(p.requires_grad for p in params.values())
         steps_of = _Steps(self.modulation, self.mixed_order)
         taken = steps if fast else 0  # nothing adapted (no_adaptation): no steps
-        each = [] if taken else [per_task]
+        each: list[Params] = []
         for index in range(taken):
             # Plain differentiable operations: the graph is kept for the second order (in
             # grad mode), not built at all for the first.
             with nullcontext() if second_order else torch.no_grad():
                 every = self.network.batched_gradients({**frozen, **fast}, sx, sy, self.loss)
             fast = steps_of.take(fast, {n: every[n] for n in fast}, index)
-            each.append({**frozen, **steps_of.result(fast)})
-        return each
+            if keep_each:
+                each.append({**frozen, **steps_of.result(fast)})
+        return each or [{**frozen, **steps_of.result(fast)}]
 
     def _over_tasks(self, fn, params: Params, buffers: Params, tasks: tuple, steps: int):
         if self.vectorize:

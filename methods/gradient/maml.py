@@ -225,9 +225,9 @@ class GradientMetaLearner(EpisodicMethod):
 
     def _meta_train_step(self, batch: TaskBatch) -> dict[str, float]:
         c = self.config
-        weights = msl_weights(c.inner_steps, self.iterations_done, c.msl_iterations)
         if c.msl_iterations and self.iterations_done < c.msl_iterations:
             # MAML++'s multi-step loss: every step's query loss, from one pass, weighted.
+            weights = msl_weights(c.inner_steps, self.iterations_done, c.msl_iterations)
             each = self.query_losses(self.params, self.buffers, batch, c.inner_steps, True)
             loss = (each.mean(0) * each.new_tensor(weights)).sum()
         else:
