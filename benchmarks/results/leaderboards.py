@@ -45,7 +45,7 @@ from benchmarks.results.board import (
     is_setting,
 )
 from benchmarks.results.multiple_tests import holm, seeds_for_power
-from benchmarks.results.statistics import CONFIDENCE, paired_t_test
+from benchmarks.results.statistics import CONFIDENCE, PairedTest, paired_t_test
 from benchmarks.store.lifecycle import is_stale
 from benchmarks.store.reader import (
     RUN_LOCAL_SETTINGS,
@@ -383,13 +383,19 @@ def mark_ties_with_best(board: Leaderboard) -> None:
     best = ranked[0].by_seed(board.metric)
     tested = []
     for row in ranked[1:]:
-        mine = row.by_seed(board.metric)
-        pairs = sorted(set(mine) & set(best))
-        test = paired_t_test([mine[s] for s in pairs], [best[s] for s in pairs])
+        test, _ = _paired(row.by_seed(board.metric), best)
         if test.p_value is not None:
             tested.append((row, test.p_value))
     for (row, _), adjusted in zip(tested, holm([p for _, p in tested]), strict=True):
         row.tied_with_best = adjusted >= 1.0 - CONFIDENCE
+
+
+def _paired(mine: dict[int, float], reference: dict[int, float]) -> tuple[PairedTest, list]:
+    """The paired t-test of a row's per-seed values against a reference row's, over the
+    seeds both have, and those differences (row - reference)."""
+    pairs = sorted(set(mine) & set(reference))
+    test = paired_t_test([mine[s] for s in pairs], [reference[s] for s in pairs])
+    return test, [mine[s] - reference[s] for s in pairs]
 
 
 def _unmatched_filter(records: Sequence[RunRecord], run_filter: RunFilter, benchmark: str) -> str:
@@ -442,12 +448,8 @@ def compare_to_baseline(board: Leaderboard, method: str) -> None:
     for row in board.ours:
         if row is base:
             continue
-        mine = row.by_seed(board.metric)
-        pairs = sorted(set(mine) & set(reference))
-        row.versus_baseline = paired_t_test(
-            [mine[s] for s in pairs], [reference[s] for s in pairs]
-        )
-        row.seeds_for_power = seeds_for_power([mine[s] - reference[s] for s in pairs])
+        row.versus_baseline, differences = _paired(row.by_seed(board.metric), reference)
+        row.seeds_for_power = seeds_for_power(differences)
     # Many rows, many tests: each p-value adjusted for the others (Holm), so that one of
     # several comparisons is not read as if it stood alone.
     tested = [row for row in board.ours if row.versus_baseline is not None]
