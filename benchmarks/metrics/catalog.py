@@ -90,8 +90,9 @@ def direction_of(name: str) -> Direction | None:
 
 
 #: Final metrics that measure how a run ran on its machine (time, speed, memory), not what
-#: it learned: two runs of one seed and config share every other final metric exactly.
-MACHINE_MEASURES = re.compile(r"final/(.*_time_s|.*_per_s|peak_.*_mib)")
+#: it learned: two runs of one seed and config share every other final metric exactly. A
+#: phase's own (an online run's ``pretrain/final/train_time_s``) are such metrics too.
+MACHINE_MEASURES = re.compile(r"(?:[^/]+/)*final/(.*_time_s|.*_per_s|peak_.*_mib)")
 
 
 def measures_the_machine(name: str) -> bool:

@@ -110,6 +110,12 @@ class RunPlan:
         return {key: flat[key] for key in sorted(chosen(self.set_by))
                 if key.startswith("method.") and key in flat}  # fmt: skip
 
+    def execution_choices(self) -> dict[str, str]:
+        """What the method chose for this run's device where the config left it the choice
+        (``Method.execution_choices``): recorded with the run, not part of its identity."""
+        cls = method_entry(self.method_name).cls
+        return cls.execution_choices(self.method, self.source.problem, self.device)
+
     def flat_params(self) -> dict[str, str]:
         flat = {
             "method_name": self.method_name,
@@ -121,6 +127,8 @@ class RunPlan:
         for name, cfg in self.sections().items():
             for key, value in as_dict(cfg).items():
                 flat[f"{name}.{key}"] = str(value)
+        for key, choice in self.execution_choices().items():
+            flat[f"execution.{key}"] = choice
         if self.learner_from:
             flat["evaluation.learner_from"] = self.learner_from
         if self.tuning:

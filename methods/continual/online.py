@@ -29,11 +29,11 @@ import torch
 from torch import Tensor
 from torch.nn import functional as F
 
-from mesabench_core import ConfigError, param
+from mesabench_core import ConfigError, IncompatibleSetting, param
 from mesabench_datasets.tasks import Problem
 from methods.api import SHARED_SETTINGS, EpisodicMethod, OnlineMethod
 from methods.common.device_guard import host_read
-from methods.gradient.maml import GradientMetaLearner, MAMLConfig
+from methods.gradient.maml import GradientMetaLearner, MAMLConfig, refuse_unread_widths
 from methods.registry import register_method
 
 Params = dict[str, Tensor]
@@ -79,6 +79,32 @@ class OnlineMetaLearner(OnlineMethod):
 
     Config = OnlineMetaConfig
     protocols = frozenset({"online"})
+
+    @classmethod
+    def check_config(cls, config: OnlineMetaConfig, problem: Problem) -> None:
+        GradientMetaLearner.check_config(config, problem)  # the network fits the images
+
+    @classmethod
+    def check_run(cls, config: OnlineMetaConfig, problem: Problem, protocol: Any,
+                  chosen: frozenset[str]) -> None:  # fmt: skip
+        refuse_unread_widths(config, problem, chosen)
+        # The stream and the pre-training's validation adapt with inner_steps (see
+        # __init__): a user's test_inner_steps would change only the configuration's hash.
+        if "test_inner_steps" in chosen:
+            raise IncompatibleSetting(
+                "method.test_inner_steps has no effect in an online run: the stream and the "
+                "pre-training's validation adapt with method.inner_steps; set that instead")
+        iterations = getattr(protocol, "pretrain_iterations", None)
+        if "msl_iterations" in chosen and iterations and config.msl_iterations > iterations:
+            raise IncompatibleSetting(
+                f"method.msl_iterations ({config.msl_iterations}) is longer than the run's "
+                f"pretrain_iterations ({iterations}): the multi-step loss (a pre-training one) "
+                f"would never anneal to the last step's; set it to at most {iterations}")
+
+    @classmethod
+    def execution_choices(cls, config: OnlineMetaConfig, problem: Problem,
+                          device: str) -> dict[str, str]:  # fmt: skip
+        return GradientMetaLearner.execution_choices(config, problem, device)  # its learner's
 
     def __init__(self, config: OnlineMetaConfig, problem: Problem, device: torch.device):
         super().__init__(config, problem, device)

@@ -93,6 +93,18 @@ class MAMLConfig:
                 f"inner_steps >= 2 (got {self.inner_steps}), or msl_iterations 0")
 
 
+def refuse_unread_widths(config: Any, problem: Problem, chosen: frozenset[str]) -> None:
+    """``hidden`` sizes an MLP and ``channels`` a convolutional network: a user's value for
+    the one the run's network does not have would change only the configuration's hash."""
+    convolutional = network_for(config.network, problem) in IMAGE_NETWORKS
+    unread = "hidden" if convolutional else "channels"
+    if unread in chosen:
+        network = network_for(config.network, problem)
+        raise IncompatibleSetting(
+            f"method.{unread} has no effect with the {network} network of this run: "
+            f"{'channels' if convolutional else 'hidden'} sizes it")
+
+
 def refuse_unused_test_steps(protocol: Any, chosen: frozenset[str]) -> None:
     """An episodic protocol scores meta-test at its own ``eval_steps`` (the same for every
     method on the board), so a user's ``test_inner_steps`` would change nothing but the
@@ -155,6 +167,7 @@ class GradientMetaLearner(EpisodicMethod):
     def check_run(cls, config: MAMLConfig, problem: Problem, protocol: Any,
                   chosen: frozenset[str]) -> None:  # fmt: skip
         refuse_unused_test_steps(protocol, chosen)
+        refuse_unread_widths(config, problem, chosen)
         # A multi-step loss the user scheduled past the run's end never reaches the last
         # step's loss alone; a variant's default over a shortened (test) run is let be.
         iterations = getattr(protocol, "iterations", None)
@@ -174,13 +187,20 @@ class GradientMetaLearner(EpisodicMethod):
             space["modulation_lr"] = FloatRange(1e-4, 1e-1, log=True)
         return space
 
+    @classmethod
+    def execution_choices(cls, config: MAMLConfig, problem: Problem,
+                          device: str) -> dict[str, str]:  # fmt: skip
+        batching = config.task_batching
+        if batching == "auto":
+            convolutional = network_for(config.network, problem) in IMAGE_NETWORKS
+            batching = "vmap" if vectorizes(convolutional, device) else "loop"
+        return {"task_batching": batching}
+
     def __init__(self, config: MAMLConfig, problem: Problem, device: torch.device):
         super().__init__(config, problem, device)
         name = network_for(config.network, problem)
-        if config.task_batching == "auto":
-            vectorize = vectorizes(name in IMAGE_NETWORKS, device)
-        else:
-            vectorize = config.task_batching == "vmap"
+        batching = self.execution_choices(config, problem, str(device))["task_batching"]
+        vectorize = batching == "vmap"
         self.network = build_network(
             name, problem, config.hidden, config.channels, vmapped=vectorize
         ).to(device)

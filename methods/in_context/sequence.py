@@ -304,6 +304,14 @@ class AutoregressiveReference(InContextMethod):
             raise ConfigError(f"{cls.summary} regresses each state on the previous one: it "
                               "needs an autoregressive regression benchmark (e.g. lindyn)")
 
+    @classmethod
+    def check_run(cls, config, problem: Problem, protocol, chosen: frozenset[str]) -> None:
+        # The field comes with every in-context config, but no analysis of a reference
+        # algorithm draws tasks: a user's value would change only the configuration's hash.
+        if "analysis_tasks" in chosen:
+            raise IncompatibleSetting(f"method.analysis_tasks has no effect on {cls.summary}: "
+                                      "it runs no analysis that draws tasks")
+
 
 class AutoregressiveLeastSquares(AutoregressiveReference):
     """The least-squares optimum on a causal sequence, in closed form: at every step t,

@@ -25,7 +25,7 @@ from mesabench_datasets.tasks import Problem, TaskBatch
 from methods.api import SHARED_SETTINGS, EpisodicMethod
 from methods.common.losses import task_loss
 from methods.common.networks import build_network, check_network_setting, network_for
-from methods.gradient.maml import refuse_unused_test_steps
+from methods.gradient.maml import refuse_unread_widths, refuse_unused_test_steps
 from methods.registry import register_method
 
 INSTALL_HINT = "bash bench/install_learn2learn.sh (an optional install, see the README)"
@@ -83,6 +83,7 @@ class LearnToLearnMAML(EpisodicMethod):
     def check_run(cls, config: L2LMAMLConfig, problem: Problem, protocol: Any,
                   chosen: frozenset[str]) -> None:  # fmt: skip
         refuse_unused_test_steps(protocol, chosen)
+        refuse_unread_widths(config, problem, chosen)
 
     def __init__(self, config: L2LMAMLConfig, problem: Problem, device: torch.device):
         super().__init__(config, problem, device)
