@@ -280,6 +280,19 @@ def benchmark_for(method: str) -> str:
     return "linreg-icl"
 
 
+def _draws_tasks(method: str) -> bool:
+    """Whether the method's analyses draw tasks (a reference algorithm without any refuses
+    an ``analysis_tasks`` of the user's)."""
+    from benchmarks.planning.config import ConfigError
+    from benchmarks.planning.plan import plan_run
+
+    try:
+        plan_run(method, benchmark_for(method), 0, {"analysis_tasks": "200"}, device="cpu")
+    except ConfigError:
+        return False
+    return True
+
+
 def tiny_run(method: str, data: Path) -> tuple[str, list[str], str]:
     """``(benchmark, settings, final metric)`` of a run of ``method`` of a second or two:
     the benchmark :func:`benchmark_for` picks, tiny settings, generated image fixtures
@@ -298,7 +311,7 @@ def tiny_run(method: str, data: Path) -> tuple[str, list[str], str]:
         return benchmark, [*OSAKA_TINY, "--data-root", str(data)], "final/cumulative_accuracy"
     settings = [*TINY, "--set", "eval_chunk=50"]
     config = METHODS.get(method).value.cls.Config
-    if "analysis_tasks" in {f.name for f in dataclasses.fields(config)}:
+    if "analysis_tasks" in {f.name for f in dataclasses.fields(config)} and _draws_tasks(method):
         # The in-context learners' analyses run whole, on 200 tasks each (not 2,000-10,000).
         settings += ["--set", "analysis_tasks=200"]
     return benchmark, settings, "final/test_loss"
