@@ -297,8 +297,11 @@ def _families() -> dict[str, Family]:
     return {family.config.__name__: family for family in families}
 
 
-#: OSAKA runs pre-train a Conv-4 first (~2 CPU-s each, 34 lines): long checks.
-SLOW_FAMILIES = {"OnlineMetaConfig", "OnlineConfig"}
+#: Long checks: OSAKA runs pre-train a Conv-4 first (~2 CPU-s each, 34 lines); the other
+#: families here took 8-23 s each in the fast suite (runs with analyses and figures, or an
+#: avalanche stream of ten steps a task). The rest take a few seconds each.
+SLOW_FAMILIES = {"OnlineMetaConfig", "OnlineConfig", "LSAConfig", "LaMAMLConfig",
+                 "GDSSMConfig", "SequenceConfig", "AvalancheConfig"}  # fmt: skip
 
 
 def _configs_of_every_built_in() -> set[type]:
@@ -386,8 +389,8 @@ def test_each_setting_of_every_other_family_changes_its_runs(name, data_root):
     assert family_errors(family, _data_for(family.benchmark, data_root)) == []
 
 
-@pytest.mark.slow  # OSAKA runs pre-train a Conv-4 on generated Omniglot
+@pytest.mark.slow  # see SLOW_FAMILIES
 @pytest.mark.parametrize("name", sorted(SLOW_FAMILIES))
-def test_each_setting_of_the_online_families_changes_its_runs(name, data_root):
+def test_each_setting_of_the_longer_families_changes_its_runs(name, data_root):
     family = _families()[name]
     assert family_errors(family, _data_for(family.benchmark, data_root)) == []
