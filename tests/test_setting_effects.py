@@ -394,3 +394,11 @@ def test_each_setting_of_every_other_family_changes_its_runs(name, data_root):
 def test_each_setting_of_the_longer_families_changes_its_runs(name, data_root):
     family = _families()[name]
     assert family_errors(family, _data_for(family.benchmark, data_root)) == []
+
+
+def test_every_built_in_setting_says_what_it_does():
+    """`show` prints each setting's help text: none is left without one."""
+    missing = [f"{config.__name__}.{f.name}" for config in _configs_of_every_built_in()
+               for f in dataclasses.fields(config)
+               if not (f.metadata or {}).get("help")]  # fmt: skip
+    assert sorted(missing) == []

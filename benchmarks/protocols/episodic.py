@@ -36,15 +36,16 @@ class EpisodicConfig(ExecutionSettings):
     iterations: int = param(5000, min=1, help="outer (meta-training) iterations")
     meta_batch: int = param(25, min=1, help="tasks per outer update")
     val_every: int = param(500, min=1, help="iterations between meta-validations")
-    val_tasks: int = param(200, min=1)
+    val_tasks: int = param(200, min=1, help="tasks of each meta-validation")
     test_tasks: int = param(1000, min=1, help="held-out tasks for the final meta-test")
     eval_steps: tuple[int, ...] = param((1, 10), min=0, help="inner steps scored at meta-test")
     eval_chunk: int = param(100, min=1, help="tasks predicted at once during evaluation")
     select_best: bool = param(True, help="meta-test the best meta-validation checkpoint")
-    log_every: int = param(50, min=1)
-    checkpoint_every: int = param(1000, min=1)
+    log_every: int = param(50, min=1, help="iterations between training-loss records")
+    checkpoint_every: int = param(1000, min=1, help="iterations between checkpoints (a resume "
+                                  "starts from the last)")  # fmt: skip
     test_seed: int = param(20_231_001, min=0, help="fixed seed of the held-out tasks")
-    val_seed: int = param(10_101, min=0)
+    val_seed: int = param(10_101, min=0, help="fixed seed of the meta-validation tasks")
 
     def total_steps(self, task: Any) -> int:
         """Outer iterations (the progress bar's length)."""

@@ -51,8 +51,10 @@ class OnlineStream(typing.Protocol):
 class OnlineConfig(ExecutionSettings):
     pretrain_iterations: int = param(1000, min=0, help="meta-training iterations before the stream")
     pretrain_meta_batch: int = param(4, min=1, help="tasks per pre-training outer update")
-    pretrain_val_every: int = param(250, min=1)
-    pretrain_val_tasks: int = param(50, min=1)
+    pretrain_val_every: int = param(250, min=1, help="pre-training iterations between "
+                                    "meta-validations")  # fmt: skip
+    pretrain_val_tasks: int = param(50, min=1, help="episodes of each pre-training "
+                                    "meta-validation")  # fmt: skip
     pretrain_test_tasks: int = param(100, min=1, help="episodes on the unseen Omniglot classes")
     log_every: int = param(100, min=1, help="steps between accuracy records")
     checkpoint_every: int = param(1000, min=1, help="steps between checkpoints")

@@ -37,7 +37,9 @@ from methods.registry import register_method
 class MAMLConfig:
     """Settings shared by every gradient-based meta-learner."""
 
-    network: Literal["default", "mlp", "linear", "conv4", "resnet12"] = "default"
+    network: Literal["default", "mlp", "linear", "conv4", "resnet12"] = param(
+        "default", help="the learner's network: default (the benchmark's), mlp, linear, conv4 "
+        "or resnet12")  # fmt: skip
     hidden: tuple[int, ...] = param((40, 40), min=1, help="hidden widths of the MLP")
     channels: int = param(
         64, min=1, help="channels of each Conv-4 block; ResNet-12's first block (then x2.5, "
@@ -52,22 +54,27 @@ class MAMLConfig:
     test_inner_steps: int = param(
         10, min=0, help="inner steps when predict() is not told (the Python API, continual "
         "protocols); an episodic run scores at its protocol's eval_steps instead")
-    first_order: bool = False
+    first_order: bool = param(False, help="first-order meta-gradient: no gradient through the "
+                              "inner steps (FOMAML)")  # fmt: skip
     modulation_first_order: bool = param(
         False, added="0.2",
         help="masks / rates get the first-order meta-gradient while the weights keep "
         "the second order (thesis eq. 4.4); needs first_order false and a learned modulation")
-    adapt: Literal["all", "head", "none"] = "all"
+    adapt: Literal["all", "head", "none"] = param(
+        "all", help="what the inner loop adapts: every weight, the output layer only (ANIL), "
+        "or nothing (no adaptation)")  # fmt: skip
     modulation: str = param(
         "fixed",
         help="a registered gradient modulation: fixed, learned_rates (Meta-SGD), binary_mask "
         "(sparse-MAML), relu_rates (sparse-ReLU-MAML), or a plugin's",
     )
-    rate_granularity: Literal["element", "tensor", "scalar"] = "element"
+    rate_granularity: Literal["element", "tensor", "scalar"] = param(
+        "element", help="a learned modulation's rates: one per weight, per tensor, or one for "
+        "all")  # fmt: skip
     mask_init: float = param(
         0.5, min=0.0, help="half-width of the mean-centred uniform mask initialisation"
     )
-    outer_lr: float = param(1e-3, min=0.0)
+    outer_lr: float = param(1e-3, min=0.0, help="Adam lr of the outer (meta) update")
     modulation_lr: float | None = param(None, min=0.0, help="lr of masks/rates (None: outer_lr)")
     grad_clip: float = param(0.0, min=0.0, help="global-norm clip of outer gradients (0: off)")
     task_batching: Literal["auto", "vmap", "loop"] = param(

@@ -156,7 +156,7 @@ def feature_map(dim: int, width: int) -> nn.Module:
 @dataclass(frozen=True)
 class LSAConfig(AnalysisSettings):
     layers: int = param(1, min=1, help="attention layers (K)")
-    heads: int = param(1, min=1)
+    heads: int = param(1, min=1, help="attention heads per layer")
     tied: bool = param(False, help="one layer's weights repeated K times (recurrent)")
     softmax: bool = param(False, help="softmax attention instead of linear, every layer")
     first_layer: Literal["same", "softmax"] = param(
@@ -182,8 +182,8 @@ class LSAConfig(AnalysisSettings):
     # steps (docs/RESULTS.md); 0.02 leaves it. The public code's 0.002 / L is not a std but
     # the scale of Haiku's fan-in initialiser: std sqrt(0.002 / (L * width)), 0.0135 for one
     # layer on 11-wide tokens (the `paper` preset's: benchmarks.published.in_context).
-    init_std: float = param(0.02, min=0.0)
-    lr: float = param(1e-3, min=0.0)
+    init_std: float = param(0.02, min=0.0, help="std of the weights' normal initialisation")
+    lr: float = param(1e-3, min=0.0, help="Adam lr")
     grad_clip: float = param(1.0, min=0.0, help="global-norm clip (0: off)")
     construction: Literal["none", "copy_gd", "gd"] = param(
         "none",

@@ -115,14 +115,14 @@ class SequenceConfig(AnalysisSettings):
         "flash-linear-attention's DeltaNet or gated linear attention (gla), or GD-SSM's "
         "recurrence (gd_ssm)",
     )
-    layers: int = param(1, min=1)
+    layers: int = param(1, min=1, help="stacked layers")
     first_layer: Literal["same", "softmax"] = param(
         "same", help="softmax: a hybrid stack, causal softmax attention then the mixer"
     )
     mesa_form: Literal["parallel", "chunked", "recurrent"] = param(
         "parallel", help="how mesa layers compute (same outputs; chunked uses O(d^2) memory)"
     )
-    heads: int = param(1, min=1)
+    heads: int = param(1, min=1, help="heads per layer")
     tokens: Literal["constructed", "raw"] = param(
         "constructed", added="0.2",
         help="constructed: e_t = (s_t, s_t-1) built for the model; raw: e_t = (s_t, 0, p_t) "
@@ -145,9 +145,9 @@ class SequenceConfig(AnalysisSettings):
         "(methods/analyses/repurpose.py)",
     )
     lam: float = param(1.0, min=1e-6, help="initial ridge strength of mesa layers")
-    init_std: float = param(0.02, min=0.0)
-    lr: float = param(1e-3, min=0.0)
-    grad_clip: float = param(1.0, min=0.0)
+    init_std: float = param(0.02, min=0.0, help="std of the weights' normal initialisation")
+    lr: float = param(1e-3, min=0.0, help="Adam lr")
+    grad_clip: float = param(1.0, min=0.0, help="global-norm clip of the gradients (0: off)")
 
 
 class SequenceLearner(InContextMethod):

@@ -189,8 +189,9 @@ class GDSSMConfig(AnalysisSettings):
     head: Literal["none", "mlp", "gated"] = param(
         "none", help="a readout on the query token added to its y-slot (nonlinear tasks)"
     )
-    head_width: int = param(40, min=1)
-    init_std: float = param(0.02, min=0.0)
+    head_width: int = param(40, min=1, help="hidden width of the readout head (head mlp or "
+                            "gated)")  # fmt: skip
+    init_std: float = param(0.02, min=0.0, help="std of the weights' normal initialisation")
     lr: float = param(2e-4, min=0.0, help="Adam lr (the paper's appendix: 2e-4)")
     recurrent_lr: float = param(
         0.0, min=0.0, help="Adam lr of the recurrence's decay (the appendix: 1e-4; 0: lr)",
@@ -200,7 +201,7 @@ class GDSSMConfig(AnalysisSettings):
         "constant", help="cosine: every rate decays to 0 over the run (the appendix's)",
         added="0.2",
     )
-    grad_clip: float = param(1.0, min=0.0)
+    grad_clip: float = param(1.0, min=0.0, help="global-norm clip of the gradients (0: off)")
 
 
 class GatedHead(nn.Module):
@@ -267,10 +268,10 @@ class GDSSM(InContextMethod):
 
 @dataclass(frozen=True)
 class RecurrentConfig(AnalysisSettings):
-    hidden: int = param(64, min=1)
-    layers: int = param(1, min=1)
-    lr: float = param(1e-3, min=0.0)
-    grad_clip: float = param(1.0, min=0.0)
+    hidden: int = param(64, min=1, help="width of the recurrent state")
+    layers: int = param(1, min=1, help="stacked recurrent layers")
+    lr: float = param(1e-3, min=0.0, help="Adam lr")
+    grad_clip: float = param(1.0, min=0.0, help="global-norm clip of the gradients (0: off)")
     input_tokens: Literal["interleaved", "pairs"] = param(
         "interleaved", added="0.3",
         help="interleaved: x_1, y_1, ..., x_N, y_N, x_q; pairs: the constructed tokens "

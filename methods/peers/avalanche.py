@@ -27,7 +27,8 @@ Strategy = Literal["naive", "gem", "agem", "mer", "ewc"]
 
 @dataclass(frozen=True)
 class AvalancheConfig:
-    strategy: Strategy = "naive"
+    strategy: Strategy = param("naive", help="the avalanche strategy: naive, gem, agem, mer "
+                               "or ewc")  # fmt: skip
     hidden: tuple[int, ...] = param((100, 100), min=1, help="hidden widths of the MLP")
     lr: float = param(0.03, min=0.0, help="SGD learning rate")
     patterns_per_task: int = param(256, min=1, help="GEM / A-GEM memory per task")

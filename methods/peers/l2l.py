@@ -50,14 +50,15 @@ def import_learn2learn():
 class L2LMAMLConfig:
     """The settings of our ``maml`` that learn2learn's MAML has, with the same defaults."""
 
-    network: Literal["default", "mlp", "linear", "conv4"] = "default"
+    network: Literal["default", "mlp", "linear", "conv4"] = param(
+        "default", help="the network: default (the benchmark's), mlp, linear or conv4")
     hidden: tuple[int, ...] = param((40, 40), min=1, help="hidden widths of the MLP")
     channels: int = param(64, min=1, help="channels of each Conv-4 block")
     inner_lr: float = param(0.01, min=0.0, help="step size of an inner step")
     inner_steps: int = param(1, min=0, help="inner steps during meta-training")
     test_inner_steps: int = param(10, min=0, help="inner steps when predict() is not told")
-    first_order: bool = False
-    outer_lr: float = param(1e-3, min=0.0)
+    first_order: bool = param(False, help="first-order meta-gradient (FOMAML)")
+    outer_lr: float = param(1e-3, min=0.0, help="Adam lr of the outer (meta) update")
 
 
 class LearnToLearnMAML(EpisodicMethod):
