@@ -33,7 +33,12 @@ from mesabench_core import ConfigError, IncompatibleSetting, param
 from mesabench_datasets.tasks import Problem
 from methods.api import SHARED_SETTINGS, EpisodicMethod, OnlineMethod
 from methods.common.device_guard import host_read
-from methods.gradient.maml import GradientMetaLearner, MAMLConfig, refuse_unread_widths
+from methods.gradient.maml import (
+    GradientMetaLearner,
+    MAMLConfig,
+    refuse_msl_past,
+    refuse_unread_widths,
+)
 from methods.registry import register_method
 
 Params = dict[str, Tensor]
@@ -94,12 +99,7 @@ class OnlineMetaLearner(OnlineMethod):
             raise IncompatibleSetting(
                 "method.test_inner_steps has no effect in an online run: the stream and the "
                 "pre-training's validation adapt with method.inner_steps; set that instead")
-        iterations = getattr(protocol, "pretrain_iterations", None)
-        if "msl_iterations" in chosen and iterations and config.msl_iterations > iterations:
-            raise IncompatibleSetting(
-                f"method.msl_iterations ({config.msl_iterations}) is longer than the run's "
-                f"pretrain_iterations ({iterations}): the multi-step loss (a pre-training one) "
-                f"would never anneal to the last step's; set it to at most {iterations}")
+        refuse_msl_past(config, chosen, protocol, "pretrain_iterations")  # MSL pre-trains
 
     @classmethod
     def execution_choices(cls, config: OnlineMetaConfig, problem: Problem,

@@ -112,6 +112,18 @@ def refuse_unread_widths(config: Any, problem: Problem, chosen: frozenset[str]) 
             f"{'channels' if convolutional else 'hidden'} sizes it")
 
 
+def refuse_msl_past(config: Any, chosen: frozenset[str], protocol: Any, length: str) -> None:
+    """A multi-step loss the user scheduled past the run's training (the protocol's field
+    ``length``) never reaches the last step's loss alone: refused. A variant's default over
+    a shortened (test) run is let be."""
+    iterations = getattr(protocol, length, None)
+    if "msl_iterations" in chosen and iterations and config.msl_iterations > iterations:
+        raise IncompatibleSetting(
+            f"method.msl_iterations ({config.msl_iterations}) is longer than the run's "
+            f"{length} ({iterations}): the multi-step loss would never anneal to the last "
+            f"step's; set it to at most {iterations}")
+
+
 def refuse_unused_test_steps(protocol: Any, chosen: frozenset[str]) -> None:
     """An episodic protocol scores meta-test at its own ``eval_steps`` (the same for every
     method on the board), so a user's ``test_inner_steps`` would change nothing but the
@@ -175,14 +187,7 @@ class GradientMetaLearner(EpisodicMethod):
                   chosen: frozenset[str]) -> None:  # fmt: skip
         refuse_unused_test_steps(protocol, chosen)
         refuse_unread_widths(config, problem, chosen)
-        # A multi-step loss the user scheduled past the run's end never reaches the last
-        # step's loss alone; a variant's default over a shortened (test) run is let be.
-        iterations = getattr(protocol, "iterations", None)
-        if "msl_iterations" in chosen and iterations and config.msl_iterations > iterations:
-            raise IncompatibleSetting(
-                f"method.msl_iterations ({config.msl_iterations}) is longer than the run's "
-                f"iterations ({iterations}): the multi-step loss would never anneal to the last "
-                f"step's; set it to at most {iterations}")
+        refuse_msl_past(config, chosen, protocol, "iterations")
 
     @classmethod
     def search_space(cls, config: MAMLConfig) -> dict[str, Space]:
