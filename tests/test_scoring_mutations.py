@@ -82,12 +82,14 @@ def _copy(tmp_path, change=None):
 
 
 def _pytest(copy, tests, basetemp) -> subprocess.CompletedProcess:
-    # The copy's packages come first on the path (the editable install points at ROOT).
+    # The copy's packages come first on the path (the editable install points at ROOT). Its
+    # tests' CPU is this test's (a child's): not reported again as tests of the suite's own.
+    env = python_env(PYTHONPATH=str(copy))
+    env.pop("MESABENCH_TEST_CPU_REPORT", None)
     return subprocess.run(
         [sys.executable, "-m", "pytest", *tests, "-q", "-x", "-p", "no:cacheprovider",
          "--basetemp", str(basetemp)],
-        cwd=copy, env=python_env(PYTHONPATH=str(copy)), capture_output=True, text=True,
-        timeout=600,
+        cwd=copy, env=env, capture_output=True, text=True, timeout=600,
     )  # fmt: skip
 
 
