@@ -161,24 +161,37 @@ def test_mamlpp_and_its_ablations_run_and_rank_beside_maml(cli, store):
     assert all(row["n"] == 1 and row["status"] == "ranked" for row in rows.values()), rows
 
 
-def test_mamlpp_runs_on_omniglot_with_the_conv4(cli, store, data_root):
-    """MAML++ on the Conv-4 (generated Omniglot): every tensor gets five learned rates, and
-    the multi-step loss trains through the vmapped or looped image path."""
+def test_mamlpp_and_its_ablations_run_on_omniglot_and_rank_beside_maml(cli, store, data_root):
+    """MAML++ on the Conv-4 (generated Omniglot): every tensor gets five learned rates, the
+    multi-step loss trains through the image path, and the three rank beside maml."""
+    import json
+
     from mlflow.tracking import MlflowClient
 
     from tests.image_fixtures import write_omniglot
 
     write_omniglot(data_root)
-    done = cli("run", "--method", "mamlpp", "--benchmark", "omniglot-5w1s",
-               "--set", "iterations=2", "--set", "val_every=2", "--set", "val_tasks=2",
-               "--set", "test_tasks=4", "--set", "val_classes=6", "--set", "channels=8",
-               "--set", "meta_batch=2", "--tracking-uri", store)  # fmt: skip
-    assert done.returncode == 0, done.stderr
+    for method in ("maml", "mamlpp", "mamlpp_msl", "mamlpp_lslr"):
+        done = cli("run", "--method", method, "--benchmark", "omniglot-5w1s",
+                   "--set", "iterations=2", "--set", "val_every=2", "--set", "val_tasks=2",
+                   "--set", "test_tasks=4", "--set", "val_classes=6", "--set", "channels=8",
+                   "--set", "meta_batch=2", "--tracking-uri", store)  # fmt: skip
+        assert done.returncode == 0, done.stderr
     client = MlflowClient(store)
-    (run,) = client.search_runs([client.get_experiment_by_name("omniglot-5w1s").experiment_id])
-    assert run.info.status == "FINISHED"
-    assert run.data.params["method.modulation"] == "per_step_rates"
-    assert 0.0 <= run.data.metrics["final/test_accuracy"] <= 1.0
+    runs = client.search_runs([client.get_experiment_by_name("omniglot-5w1s").experiment_id])
+    by_method = {run.data.tags["mesabench.method"]: run for run in runs}
+    assert all(run.info.status == "FINISHED" for run in runs) and len(runs) == 4
+    assert by_method["mamlpp"].data.params["method.modulation"] == "per_step_rates"
+    assert by_method["mamlpp_msl"].data.params["method.msl_iterations"] == "400"
+    assert 0.0 <= by_method["mamlpp"].data.metrics["final/test_accuracy"] <= 1.0
+    board = cli("leaderboard", "--benchmark", "omniglot-5w1s", "--tracking-uri", store,
+                "--format", "json")  # fmt: skip
+    (ranked,) = json.loads(board.stdout)
+    # Our four rows, ranked (maml's published row stands apart: its settings differ).
+    rows = {row["method"]: row for row in ranked["rows"]
+            if not row["status"].startswith("reference")}  # fmt: skip
+    assert set(rows) == {"maml", "mamlpp", "mamlpp_msl", "mamlpp_lslr"}
+    assert all(row["status"] == "ranked" for row in rows.values()), rows
 
 
 def test_a_multi_step_schedule_past_the_runs_end_is_refused_only_when_chosen():
