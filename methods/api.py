@@ -123,7 +123,7 @@ class Method(ABC):
     def execution_choices(cls, config: Any, problem: Problem, device: str) -> dict[str, str]:
         """How the method computes this run where the config leaves it to the method
         (``task_batching=auto``: vmap or a per-task loop, by network and device), as
-        ``setting -> choice``: recorded in the run's plan (``execution.*`` params), so a
+        ``setting -> choice``: recorded with the run (the ``mesabench.execution`` tag), so a
         reader sees which form ran. Speed only: the same numbers either way. Default: none."""
         return {}
 

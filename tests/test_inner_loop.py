@@ -436,31 +436,44 @@ def test_task_batching_defaults_to_the_measured_faster_form():
                      ).vectorize  # asked for: kept  # fmt: skip
 
 
-def test_the_task_batching_a_run_uses_is_recorded_in_its_plan(data_root):
-    """``task_batching=auto`` resolves by network and device, and the plan records which
-    form ran (the ``execution.task_batching`` param), beside the setting as given."""
+def test_the_task_batching_a_run_uses_is_recorded_in_its_plan(data_root, store):
+    """``task_batching=auto`` resolves by network and device, and the run records which
+    form ran (its ``mesabench.execution`` tag: the run's own, as it follows the device),
+    beside the setting as given."""
+    import json
+
+    from mlflow.tracking import MlflowClient
+
     from benchmarks.planning.plan import plan_run
+    from benchmarks.store.reader import EXECUTION_TAG
+    from benchmarks.store.tracking import MlflowTracker
     from methods.gradient.maml import GradientMetaLearner
     from tests.image_fixtures import write_omniglot
 
     sinusoid = plan_run("maml", "sinusoid-5shot", 0, {}, device="cpu")
-    params = sinusoid.flat_params()
-    assert params["method.task_batching"] == "auto" and params["execution.task_batching"] == "vmap"
+    assert sinusoid.flat_params()["method.task_batching"] == "auto"
+    assert sinusoid.execution_choices() == {"task_batching": "vmap"}
     write_omniglot(data_root)
     omniglot = plan_run("maml", "omniglot-5w1s", 0, {"channels": "4"}, device="cpu")
-    assert omniglot.flat_params()["execution.task_batching"] == "loop"
+    assert omniglot.execution_choices() == {"task_batching": "loop"}
     problem = omniglot.source.problem
     assert GradientMetaLearner.execution_choices(omniglot.method, problem, "cuda:0") == {
         "task_batching": "vmap"}  # fmt: skip
     asked = plan_run("maml", "omniglot-5w1s", 0, {"channels": "4", "task_batching": "vmap"},
                      device="cpu")  # fmt: skip
-    assert asked.flat_params()["execution.task_batching"] == "vmap"
+    assert asked.execution_choices() == {"task_batching": "vmap"}
     # The method builds what the plan says: the per-task loop's network is not vmapped.
     learner = GradientMetaLearner(omniglot.method, problem, torch.device("cpu"))
     assert not learner.inner.vectorize
-    # Recorded, not part of the configuration's identity.
+    # Recorded with the run as a tag; not a param (the store reads params once per
+    # configuration), nor part of the configuration's identity.
+    tracker = MlflowTracker(store)
+    run_id = tracker.start(omniglot, "built-in")
+    tracker.finish("FINISHED")
+    run = MlflowClient(store).get_run(run_id)
+    assert json.loads(run.data.tags[EXECUTION_TAG]) == {"task_batching": "loop"}
+    assert not any(k.startswith("execution") for k in run.data.params)
     assert omniglot.config_hash() == plan_run("maml", "omniglot-5w1s", 0, {"channels": "4"},
                                               device="cpu").config_hash()  # fmt: skip
     # Methods that leave nothing to choose record nothing.
-    assert not any(k.startswith("execution.") for k in
-                   plan_run("gd", "linreg-icl", 0, {}, device="cpu").flat_params())  # fmt: skip
+    assert plan_run("gd", "linreg-icl", 0, {}, device="cpu").execution_choices() == {}

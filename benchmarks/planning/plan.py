@@ -112,7 +112,9 @@ class RunPlan:
 
     def execution_choices(self) -> dict[str, str]:
         """What the method chose for this run's device where the config left it the choice
-        (``Method.execution_choices``): recorded with the run, not part of its identity."""
+        (``Method.execution_choices``): recorded with the run as a tag of its own (it
+        follows the device, so runs of one configuration may differ), not a param, which
+        the store reads once per configuration; not part of the identity."""
         cls = method_entry(self.method_name).cls
         return cls.execution_choices(self.method, self.source.problem, self.device)
 
@@ -127,8 +129,6 @@ class RunPlan:
         for name, cfg in self.sections().items():
             for key, value in as_dict(cfg).items():
                 flat[f"{name}.{key}"] = str(value)
-        for key, choice in self.execution_choices().items():
-            flat[f"execution.{key}"] = choice
         if self.learner_from:
             flat["evaluation.learner_from"] = self.learner_from
         if self.tuning:

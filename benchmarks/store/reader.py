@@ -36,6 +36,9 @@ TUNING_TAG = "mesabench.tuning"
 #: The method settings a preset or the user chose (``RunPlan.departures``), as a JSON
 #: object of field name -> value as recorded: what a board shows beside a row.
 DEPARTURES_TAG = "mesabench.departures"
+#: How a run computed where its method chose for the device (``RunPlan.execution_choices``,
+#: e.g. ``{"task_batching": "loop"}``), as a JSON object: the run's own, like its device.
+EXECUTION_TAG = "mesabench.execution"
 #: An index our SQLite stores add to MLflow's schema (``client.open_store``): tags by key
 #: and value, so that the runs of given cells are found without reading every run's tags.
 TAG_VALUE_INDEX = "CREATE INDEX IF NOT EXISTS mesabench_tags_key_value ON tags (key, value)"

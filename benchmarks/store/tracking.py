@@ -30,6 +30,7 @@ from benchmarks.store.hold import held, wait_while_held
 from benchmarks.store.lifecycle import Heartbeat, heartbeat_tags, process_tags
 from benchmarks.store.reader import (
     DEPARTURES_TAG,
+    EXECUTION_TAG,
     TUNING_TAG,
     default_tracking_uri,
     normalise_uri,
@@ -255,6 +256,9 @@ class MlflowTracker:
             # shortened so that the tag stays within MLflow's limit.
             tags[DEPARTURES_TAG] = json.dumps({k.split(".", 1)[1]: v[:200]
                                                for k, v in departures.items()})  # fmt: skip
+        choices = plan.execution_choices()
+        if choices:  # the run's own (it follows the device), so a tag and not a param
+            tags[EXECUTION_TAG] = json.dumps(choices)
         tags.update(extra_tags or {})
         run = self.client.create_run(
             self.experiment_id(plan.benchmark),

@@ -103,13 +103,11 @@ class MAMLConfig:
 def refuse_unread_widths(config: Any, problem: Problem, chosen: frozenset[str]) -> None:
     """``hidden`` sizes an MLP and ``channels`` a convolutional network: a user's value for
     the one the run's network does not have would change only the configuration's hash."""
-    convolutional = network_for(config.network, problem) in IMAGE_NETWORKS
-    unread = "hidden" if convolutional else "channels"
+    network = network_for(config.network, problem)
+    read, unread = ("channels", "hidden") if network in IMAGE_NETWORKS else ("hidden", "channels")
     if unread in chosen:
-        network = network_for(config.network, problem)
-        raise IncompatibleSetting(
-            f"method.{unread} has no effect with the {network} network of this run: "
-            f"{'channels' if convolutional else 'hidden'} sizes it")
+        raise IncompatibleSetting(f"method.{unread} has no effect with the {network} network "
+                                  f"of this run: {read} sizes it")
 
 
 def refuse_msl_past(config: Any, chosen: frozenset[str], protocol: Any, length: str) -> None:
