@@ -183,14 +183,11 @@ def test_least_squares_reference_is_exact_once_the_transitions_span_the_state():
 # and 0.36 (GLA) of the first's, against 0.35 and 0.27 after 300 steps at 3e-3, and the
 # test loss 3.3 and 3.1 against the bound of 3.75. Causal softmax and GD-SSM do not (0.59
 # and 0.44 of the first at 150 steps) and keep 300 (0.42 and 0.29).
-# fla's two: 34-92 s each in the fast suite (its import alone, every op's Triton source
-# parsed, is ~8 s a process), so with the long checks.
-_FLA_SLOW = pytest.mark.slow
-
-
+# fla's two run with the long checks: 34-92 s each in the fast suite (its import alone,
+# every op's Triton source parsed, is ~8 s a process).
 @pytest.mark.parametrize("method, init_std, steps, lr",
-                         [pytest.param("deltanet", "0.02", "150", "6e-3", marks=_FLA_SLOW),
-                          pytest.param("gla", "0.02", "150", "6e-3", marks=_FLA_SLOW),
+                         [pytest.param("deltanet", "0.02", "150", "6e-3", marks=pytest.mark.slow),
+                          pytest.param("gla", "0.02", "150", "6e-3", marks=pytest.mark.slow),
                           ("causal_softmax", "0.02", "300", "3e-3"),
                           ("causal_gd_ssm", "0.1", "300", "3e-3")])  # fmt: skip
 def test_sequence_layers_from_the_field_train_in_context(method, init_std, steps, lr):
