@@ -173,9 +173,16 @@ def install_plugin_package(name: str, work: Path) -> Path:
     return site
 
 
-def interrupt_after_checkpoint(args: list[str], store_dir: Path, benchmark: str, **env: str):
-    """Start ``python -m benchmarks run ARGS`` (storing under ``store_dir``), press Ctrl-C as
-    soon as its first checkpoint is on disk, and return the KILLED run (asserting exit 130)."""
+def interrupt_after_checkpoint(args: list[str], store_dir: Path, benchmark: str,
+                               held: bool = True, **env: str):  # fmt: skip
+    """Start ``python -m benchmarks run ARGS`` (storing under ``store_dir``), press Ctrl-C
+    once its first checkpoint is on disk, and return the KILLED run (asserting exit 130).
+
+    ``held``: the run is held at its records (:mod:`benchmarks.store.hold`) until the
+    signal has landed, so that it cannot finish first on a fast or loaded machine; ARGS
+    must then make its first record come after its first checkpoint (``log_every`` and
+    ``val_every`` above ``checkpoint_every``; a record and a checkpoint of one step: the
+    record first). Without it the run must have long enough left after that checkpoint."""
     import signal
     import subprocess
     import sys
@@ -183,21 +190,31 @@ def interrupt_after_checkpoint(args: list[str], store_dir: Path, benchmark: str,
 
     from mlflow.tracking import MlflowClient
 
+    from benchmarks.store.hold import HOLD_ENV
+
     store = f"sqlite:///{store_dir / 'mlflow.db'}"
+    hold = store_dir / "hold"
+    hold.parent.mkdir(parents=True, exist_ok=True)
+    if held:
+        hold.touch()
     process = subprocess.Popen(
         [sys.executable, "-m", "benchmarks", "run", *args, "--benchmark", benchmark,
          "--tracking-uri", store],
-        env=python_env(**env), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=python_env(**env, **{HOLD_ENV: str(hold)}), stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True,
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )  # fmt: skip
     artifacts = store_dir / "artifacts" / benchmark
     deadline = time.monotonic() + 180
-    while not complete_checkpoint(artifacts):
-        assert process.poll() is None, process.communicate()
-        assert time.monotonic() < deadline, "no checkpoint appeared"
-        time.sleep(0.2)
-    process.send_signal(signal.SIGINT)
-    _, err = process.communicate(timeout=60)
+    try:
+        while not complete_checkpoint(artifacts):
+            assert process.poll() is None, process.communicate()
+            assert time.monotonic() < deadline, "no checkpoint appeared (held before it?)"
+            time.sleep(0.2)
+        process.send_signal(signal.SIGINT)
+        _, err = process.communicate(timeout=60)
+    finally:
+        hold.unlink(missing_ok=True)
     assert process.returncode == 130, err
     client = MlflowClient(store)
     (killed,) = client.search_runs([client.get_experiment_by_name(benchmark).experiment_id])

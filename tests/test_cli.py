@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -13,6 +14,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from benchmarks.cli.main import main
+from benchmarks.store.hold import HOLD_ENV
 from tests.helpers import ROOT, TINY, complete_checkpoint, python_env, stored_runs
 
 
@@ -191,6 +193,21 @@ def test_leaderboard_groups_seeds(store, capsys):
     assert seeds == {"fomaml": 2, "anil": 1}
 
 
+def _records(db: Path, key: str) -> int:
+    """How many records of metric ``key`` the store holds (read-only SQL: no schema race
+    with the run that is creating the store)."""
+    if not db.exists():
+        return 0
+    connection = sqlite3.connect(f"{db.as_uri()}?mode=ro", uri=True, timeout=30)
+    try:
+        return connection.execute("SELECT COUNT(*) FROM metrics WHERE key = ?",
+                                  (key,)).fetchone()[0]  # fmt: skip
+    except sqlite3.OperationalError:  # no schema yet
+        return 0
+    finally:
+        connection.close()
+
+
 @pytest.mark.slow  # a fault drill: a real run process interrupted, then resumed
 def test_interrupted_run_is_killed_and_resumes_to_identical_numbers(store, tmp_path):
     from benchmarks.metrics.catalog import measures_the_machine
@@ -205,7 +222,7 @@ def test_interrupted_run_is_killed_and_resumes_to_identical_numbers(store, tmp_p
         "--set",
         "test_tasks=100",
         "--set",
-        "log_every=100",
+        "log_every=400",  # the first record after the first checkpoint: held there (below)
     ]
     command = [
         sys.executable,
@@ -220,10 +237,14 @@ def test_interrupted_run_is_killed_and_resumes_to_identical_numbers(store, tmp_p
         "--tracking-uri",
         store,
     ]
+    # Held at its first record (after its first checkpoint) until the signal has landed:
+    # 1,800 steps left, a fast or loaded machine could finish before a poll saw the file.
+    hold = tmp_path / "hold"
+    hold.touch()
     proc = subprocess.Popen(
         command,
         cwd=tmp_path,
-        env=python_env(),
+        env=python_env(**{HOLD_ENV: str(hold)}),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -233,12 +254,14 @@ def test_interrupted_run_is_killed_and_resumes_to_identical_numbers(store, tmp_p
     )
     artifacts = _db(store).parent / "artifacts" / "sinusoid-5shot"
     deadline = time.monotonic() + 120
-    while not complete_checkpoint(artifacts):
+    # Held at step 400's record, after step 200's checkpoint: signalled there.
+    while not (complete_checkpoint(artifacts) and _records(_db(store), "train/loss")):
         assert proc.poll() is None, proc.stdout.read()
-        assert time.monotonic() < deadline, "no checkpoint appeared"
+        assert time.monotonic() < deadline, "no checkpoint and record appeared"
         time.sleep(0.2)
     proc.send_signal(signal.SIGINT)
     out, _ = proc.communicate(timeout=60)
+    hold.unlink()
     assert proc.returncode == 130, out
     client, (killed,) = _runs(store)
     assert killed.info.status == "KILLED"

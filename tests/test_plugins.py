@@ -100,7 +100,8 @@ def test_the_guides_method_runs_through_list_show_run_resume_and_leaderboard(
     assert '"inner_lr": 0.02' in shown.stdout
 
     # A run interrupted after a checkpoint, then resumed to the end.
-    budget = ["--set", "iterations=3000", "--set", "checkpoint_every=100"]
+    budget = ["--set", "iterations=3000", "--set", "checkpoint_every=100", "--set",
+              "log_every=200"]  # fmt: skip
     more = ["--set", "test_tasks=200", "--set", "meta_batch=10"]
     killed = interrupt_after_checkpoint(
         ["--method", "reptile", *budget, *more], tmp_path / "store", "sinusoid-5shot", **env

@@ -5,16 +5,24 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
-import time
 
 import pytest
 from mlflow.tracking import MlflowClient
 
+from benchmarks.store.hold import HOLD_ENV
 from benchmarks.sweeps.tune import TuneSpec, _trial_spec, propose, trial_value
 from methods.api import Choice, FloatRange, IntRange
-from tests.helpers import ROOT, fake_run, install_plugin_package, python_env, stored_runs
+from tests.helpers import (
+    ROOT,
+    fake_run,
+    install_plugin_package,
+    python_env,
+    stored_runs,
+    wait_for,
+)
 
 SPACE = {"inner_lr": FloatRange(1e-3, 1.0, log=True), "steps": IntRange(1, 5),
          "kind": Choice(("a", "b"))}  # fmt: skip
@@ -128,6 +136,24 @@ def _tune_runs(store: str):
     return out
 
 
+def _finished_trials(db) -> int:
+    """FINISHED trial runs in the store, by one read-only query (a look costs milliseconds,
+    so a tune's short cells cannot all slip between two looks)."""
+    if not db.exists():
+        return 0
+    connection = sqlite3.connect(f"{db.as_uri()}?mode=ro", uri=True, timeout=30)
+    try:
+        return connection.execute(
+            "SELECT COUNT(*) FROM runs r JOIN tags t ON t.run_uuid = r.run_uuid WHERE "
+            "r.status = 'FINISHED' AND t.key = 'mesabench.tuning' AND t.value LIKE ?",
+            ('%"role": "trial"%',),
+        ).fetchone()[0]
+    except sqlite3.OperationalError:  # the schema not made yet
+        return 0
+    finally:
+        connection.close()
+
+
 @pytest.mark.slow
 def test_tune_end_to_end_equal_budgets_validation_selection_and_resume(tmp_path):
     """Two methods, 4 trials each, on a benchmark whose test tasks reward the opposite
@@ -140,16 +166,19 @@ def test_tune_end_to_end_equal_budgets_validation_selection_and_resume(tmp_path)
             "--methods", "slope_a,slope_b", "--trials", "4", "--seeds", "0,1", "--warm",
             "--tracking-uri", store]  # fmt: skip
     env = python_env(PYTHONPATH=str(site))
-    first = subprocess.Popen(argv, env=env, cwd=ROOT, stdout=subprocess.PIPE,
-                             stderr=subprocess.STDOUT, text=True)  # fmt: skip
-    deadline = time.time() + 300
-    while time.time() < deadline:
-        time.sleep(1)
-        trials = [r for r in _tune_runs(store) if r[1]["role"] == "trial"]
-        if len(trials) >= 3 or first.poll() is not None:
-            break
+    # Once 3 trials are in, every cell still going is held at its next record (the hold
+    # file, benchmarks.store.hold) until the Ctrl-C has landed: the other 9 cells take
+    # a second or two, and a tune that finished between two looks would exit 0.
+    hold = tmp_path / "hold"
+    first = subprocess.Popen(argv, env={**env, HOLD_ENV: str(hold)}, cwd=ROOT,
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             text=True)  # fmt: skip
+    wait_for(lambda: _finished_trials(tmp_path / "mlflow.db") >= 3 or first.poll() is not None,
+             "3 finished trials", timeout=300, every=0.05)  # fmt: skip
+    hold.touch()
     first.send_signal(signal.SIGINT)
     output, _ = first.communicate(timeout=120)
+    hold.unlink()
     assert first.returncode == 130, output
     assert "the same command goes on" in output
     done = subprocess.run(argv, env=env, cwd=ROOT, capture_output=True, text=True, timeout=600)

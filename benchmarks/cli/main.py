@@ -283,7 +283,10 @@ def cmd_show(args, console: Console) -> int:
     body["help"] = {f"{part}.{f.name}": f.metadata["help"]
                     for part, config in sections.items() if dataclasses.is_dataclass(config)
                     for f in dataclasses.fields(config) if f.metadata.get("help")}  # fmt: skip
-    console.print_json(json.dumps(body, default=str))
+    if console.is_terminal:  # coloured for a reader
+        console.print_json(json.dumps(body, default=str))
+    else:  # the same text (rich's indent, unwrapped), without rich's highlighting pass
+        console.file.write(json.dumps(body, default=str, indent=2, ensure_ascii=False) + "\n")
     return EXIT_OK
 
 
