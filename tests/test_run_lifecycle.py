@@ -433,7 +433,9 @@ def test_a_truncated_data_file_is_refused_in_one_line(unopened_store, tmp_path, 
 def test_an_unreachable_tracking_server_is_reported_within_seconds(run_cli):
     began = time.monotonic()
     done = run_cli("run", "--method", "maml", "--tracking-uri", f"http://127.0.0.1:{free_port()}")
-    assert time.monotonic() - began < 30  # most of it is the interpreter's start
+    # Seconds, not MLflow's minutes of retries: most of it is the interpreter's start,
+    # which a loaded machine stretches (8-15 s seen); a retry loop would take minutes.
+    assert time.monotonic() - began < 60
     assert done.returncode == 2
     assert done.stderr.strip().splitlines()[-1].startswith("error: tracking server http://")
     assert "Traceback" not in done.stderr

@@ -15,10 +15,11 @@ from mlflow.tracking import MlflowClient
 
 from benchmarks.cli.main import main
 from benchmarks.planning.config import ConfigError
+from benchmarks.store.hold import HOLD_ENV
 from benchmarks.sweeps.backends import cell_env
 from benchmarks.sweeps.in_store import SWEEP_TAG
 from benchmarks.sweeps.spec import parse_seeds, plan_cells, spec_from_args, spec_from_file
-from tests.helpers import ROOT, free_port, python_env, stored_runs
+from tests.helpers import ROOT, finished_runs, free_port, python_env, stored_runs, wait_for
 
 FAST = ["--set", "iterations=20", "--set", "val_every=10", "--set", "val_tasks=20",
         "--set", "test_tasks=50"]  # fmt: skip
@@ -250,13 +251,19 @@ def test_a_killed_sweep_resumes_with_the_remaining_cells_only(store, tmp_path):
             "--methods", "maml", "--seeds", "0-3", "--set", "iterations=400",
             "--set", "val_every=200", "--set", "test_tasks=50", "--set", "val_tasks=20",
             "--workers", "1", "--warm", "--tracking-uri", store]  # fmt: skip
-    process = subprocess.Popen(args, env=python_env(), cwd=tmp_path, stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT, text=True)  # fmt: skip
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline and not _finished_keys(store):
-        time.sleep(1)
+    # Once a cell has finished, the next is held at its next record (the hold file,
+    # benchmarks.store.hold) until the SIGTERM has landed: the other three take seconds,
+    # and a sweep that finished between two looks would exit 0.
+    hold = tmp_path / "hold"
+    process = subprocess.Popen(args, env=python_env(**{HOLD_ENV: str(hold)}), cwd=tmp_path,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               text=True)  # fmt: skip
+    wait_for(lambda: finished_runs(Path(store.removeprefix("sqlite:///")))
+             or process.poll() is not None, "a finished cell", timeout=300, every=0.05)  # fmt: skip
+    hold.touch()
     process.send_signal(signal.SIGTERM)
     output = process.communicate(timeout=120)[0]
+    hold.unlink()
     assert process.returncode == 130, output[-2000:]
     assert "(interrupted)" in output and "failed 0" in output  # killed cells are not failures
     first = _finished_keys(store)

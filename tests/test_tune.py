@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import sqlite3
 import subprocess
 import sys
 
@@ -18,6 +17,7 @@ from methods.api import Choice, FloatRange, IntRange
 from tests.helpers import (
     ROOT,
     fake_run,
+    finished_runs,
     install_plugin_package,
     python_env,
     stored_runs,
@@ -136,24 +136,6 @@ def _tune_runs(store: str):
     return out
 
 
-def _finished_trials(db) -> int:
-    """FINISHED trial runs in the store, by one read-only query (a look costs milliseconds,
-    so a tune's short cells cannot all slip between two looks)."""
-    if not db.exists():
-        return 0
-    connection = sqlite3.connect(f"{db.as_uri()}?mode=ro", uri=True, timeout=30)
-    try:
-        return connection.execute(
-            "SELECT COUNT(*) FROM runs r JOIN tags t ON t.run_uuid = r.run_uuid WHERE "
-            "r.status = 'FINISHED' AND t.key = 'mesabench.tuning' AND t.value LIKE ?",
-            ('%"role": "trial"%',),
-        ).fetchone()[0]
-    except sqlite3.OperationalError:  # the schema not made yet
-        return 0
-    finally:
-        connection.close()
-
-
 @pytest.mark.slow
 def test_tune_end_to_end_equal_budgets_validation_selection_and_resume(tmp_path):
     """Two methods, 4 trials each, on a benchmark whose test tasks reward the opposite
@@ -173,8 +155,9 @@ def test_tune_end_to_end_equal_budgets_validation_selection_and_resume(tmp_path)
     first = subprocess.Popen(argv, env={**env, HOLD_ENV: str(hold)}, cwd=ROOT,
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                              text=True)  # fmt: skip
-    wait_for(lambda: _finished_trials(tmp_path / "mlflow.db") >= 3 or first.poll() is not None,
-             "3 finished trials", timeout=300, every=0.05)  # fmt: skip
+    trials = ("mesabench.tuning", '%"role": "trial"%')
+    wait_for(lambda: finished_runs(tmp_path / "mlflow.db", *trials) >= 3
+             or first.poll() is not None, "3 finished trials", timeout=300, every=0.05)  # fmt: skip
     hold.touch()
     first.send_signal(signal.SIGINT)
     output, _ = first.communicate(timeout=120)
