@@ -124,7 +124,9 @@ class Method(ABC):
         """How the method computes this run where the config leaves it to the method
         (``task_batching=auto``: vmap or a per-task loop, by network and device), as
         ``setting -> choice``: recorded with the run (the ``mesabench.execution`` tag), so a
-        reader sees which form ran. Speed only: the same numbers either way. Default: none."""
+        reader sees which form ran. Speed only: the same numbers either way. ``threads``
+        (a count, as text) is applied by the run itself: torch's intra-op threads on the
+        CPU for the whole run, at most the process's own. Default: none."""
         return {}
 
     @classmethod

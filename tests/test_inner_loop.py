@@ -452,7 +452,9 @@ def test_the_task_batching_a_run_uses_is_recorded_in_its_plan(data_root, store):
 
     sinusoid = plan_run("maml", "sinusoid-5shot", 0, {}, device="cpu")
     assert sinusoid.flat_params()["method.task_batching"] == "auto"
-    assert sinusoid.execution_choices() == {"task_batching": "vmap"}
+    # An MLP's run takes one intra-op thread on the CPU (its operations are too small to
+    # split); a convolutional one keeps the process's threads.
+    assert sinusoid.execution_choices() == {"task_batching": "vmap", "threads": "1"}
     write_omniglot(data_root)
     omniglot = plan_run("maml", "omniglot-5w1s", 0, {"channels": "4"}, device="cpu")
     assert omniglot.execution_choices() == {"task_batching": "loop"}
@@ -477,3 +479,42 @@ def test_the_task_batching_a_run_uses_is_recorded_in_its_plan(data_root, store):
                                               device="cpu").config_hash()  # fmt: skip
     # Methods that leave nothing to choose record nothing.
     assert plan_run("gd", "linreg-icl", 0, {}, device="cpu").execution_choices() == {}
+
+
+class _ThreadsSeen:
+    """A recorder that notes torch's intra-op threads at every record the run writes."""
+
+    def __init__(self):
+        from benchmarks.protocols.recording import MemoryRecorder
+
+        self.inner, self.threads = MemoryRecorder(), set()
+
+    def log_metrics(self, metrics, step):
+        self.threads.add(torch.get_num_threads())
+        self.inner.log_metrics(metrics, step)
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+
+def test_an_mlp_run_trains_on_one_thread_and_gives_the_threads_back():
+    """The ``threads`` choice is applied for the whole run (its records are written on one
+    thread) and the process's own count is restored after; never raised above it."""
+    from benchmarks.planning.plan import plan_run
+    from benchmarks.running.execute import execute, intra_op_threads
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        plan = plan_run("fomaml", "sinusoid-5shot", 0, {"iterations": "4", "val_every": "2",
+                        "log_every": "2", "test_tasks": "20", "val_tasks": "10"},
+                        device="cpu")  # fmt: skip
+        seen = _ThreadsSeen()
+        execute(plan, seen)
+        assert seen.threads == {1} and torch.get_num_threads() == 2
+        with intra_op_threads("8"):
+            assert torch.get_num_threads() == 2
+        with intra_op_threads(None):
+            assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)

@@ -6,6 +6,8 @@ started tracker run and closes that run FINISHED, FAILED or KILLED.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import torch
@@ -77,10 +79,27 @@ def _execute(plan: RunPlan, recorder: Recorder, progress, checkpoint, learner) -
         torch.device(plan.device),
         progress=progress,
     )
-    with executing(plan.protocol, method, protocol.device):
+    threads = plan.execution_choices().get("threads")
+    with executing(plan.protocol, method, protocol.device), intra_op_threads(threads):
         if learner is not None:
             return protocol.evaluate_learner(method)
         return protocol.run(method, checkpoint=checkpoint)
+
+
+@contextmanager
+def intra_op_threads(count: str | None) -> Iterator[None]:
+    """torch's intra-op threads at ``count`` (never above the process's own) while inside,
+    restored after: a method's ``threads`` choice (``Method.execution_choices``)."""
+    before = torch.get_num_threads()
+    wanted = before if count is None else max(1, min(int(count), before))
+    if wanted == before:
+        yield
+        return
+    torch.set_num_threads(wanted)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def prepare_data(plan) -> list:
