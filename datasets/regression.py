@@ -120,6 +120,16 @@ class LinRegConfig:
     pool_seed: int = param(
         0, min=0, added="0.2", help="seed of the fixed pool of training teachers"
     )
+    pool_inputs: bool = param(
+        False, added="0.4", help="with task_pool: the pool's inputs (and noise) are fixed "
+        "too, one fixed dataset of task_pool tasks (ICML'23 App. A.12); a draw of task_pool "
+        "tasks is that whole batch, in order. Else each draw from the pool gets new inputs",
+    )
+
+    def check(self) -> None:
+        if self.pool_inputs and not self.task_pool:
+            raise ConfigError("pool_inputs fixes the inputs of the task pool: it needs "
+                              "task_pool > 0")  # fmt: skip
 
     def build(self) -> LinRegTasks:
         return LinRegTasks(self)
@@ -156,22 +166,47 @@ class LinRegTasks:
             context_size=config.shots,
         )
         self._pool: torch.Tensor | None = None
+        self._pool_data: tuple[torch.Tensor, torch.Tensor] | None = None
 
     def pool(self) -> torch.Tensor:
         """The fixed training teachers ``[task_pool, d, outputs]`` (drawn once, on the CPU)."""
         if self._pool is None:
-            c = self.config
-            g = torch.Generator().manual_seed(c.pool_seed)
-            self._pool = c.teacher_scale * torch.randn((c.task_pool, c.dim, c.outputs), generator=g)
+            self._draw_pool()
         return self._pool
+
+    def pool_data(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """With ``pool_inputs``: the fixed dataset's inputs ``[task_pool, N + queries, d]``
+        and targets (noise included), drawn once on the CPU after the teachers, so that the
+        teachers are those of the same pool without it."""
+        if self._pool_data is None:
+            self._draw_pool()
+        return self._pool_data
+
+    def _draw_pool(self) -> None:
+        c = self.config
+        g = torch.Generator().manual_seed(c.pool_seed)
+        self._pool = c.teacher_scale * torch.randn((c.task_pool, c.dim, c.outputs), generator=g)
+        if c.pool_inputs:
+            x = _inputs(c, (c.task_pool, c.shots + c.queries, c.dim), g)
+            y = x @ self._pool
+            if c.noise > 0:
+                y = y + c.noise * torch.randn(y.shape, generator=g)
+            self._pool_data = (x, y)
 
     def sample(
         self, num_tasks: int, generator: torch.Generator, split: Split = "train"
     ) -> TaskBatch:
         c = self.config
         if c.task_pool and split == "train":
-            pick = torch.randint(c.task_pool, (num_tasks,), generator=generator,
-                                 device=generator.device)  # fmt: skip
+            if c.pool_inputs and num_tasks == c.task_pool:  # the fixed batch itself
+                pick = torch.arange(c.task_pool, device=generator.device)
+            else:
+                pick = torch.randint(c.task_pool, (num_tasks,), generator=generator,
+                                     device=generator.device)  # fmt: skip
+            if c.pool_inputs:
+                x, y = (t.to(generator.device)[pick] for t in self.pool_data())
+                return TaskBatch(x[:, : c.shots], y[:, : c.shots], x[:, c.shots :],
+                                 y[:, c.shots :])  # fmt: skip
             w = self.pool().to(generator.device)[pick]
         else:
             w = c.teacher_scale * torch.randn(

@@ -12,6 +12,7 @@ import torch
 from benchmarks.planning.plan import plan_run
 from benchmarks.protocols.recording import MemoryRecorder
 from benchmarks.running.execute import build_method, execute
+from mesabench_core import ConfigError
 from mesabench_datasets.regression import LinRegConfig
 from mesabench_datasets.tasks import seeded_generator
 from methods.analyses import in_context as icl_analyses
@@ -328,6 +329,42 @@ def test_a_task_pool_fixes_the_training_teachers_only():
 
     assert misfit("train").max().item() < 1e-5  # every training task: a pool teacher
     assert misfit("test").min().item() > 1e-2  # no test task is
+
+
+def test_a_fixed_batch_is_the_same_tasks_every_step_with_the_pools_teachers():
+    """``pool_inputs`` (ICML'23 App. A.12): a draw of the pool's size is the whole fixed
+    batch, in order, at every step; smaller draws pick among its tasks; the teachers are
+    those of the same pool without it; validation and test tasks stay new."""
+    config = LinRegConfig(dim=4, shots=6, queries=3, task_pool=5, pool_seed=2,
+                          pool_inputs=True)  # fmt: skip
+    source = config.build()
+    first, again = (source.sample(5, seeded_generator(1, 0, step)) for step in (0, 7))
+    for a, b in ((first.support_x, again.support_x), (first.query_y, again.query_y)):
+        assert torch.equal(a, b)
+    assert torch.equal(source.pool(), LinRegConfig(dim=4, shots=6, task_pool=5,
+                                                   pool_seed=2).build().pool())  # fmt: skip
+    w = source.pool()
+    torch.testing.assert_close(first.support_y, first.support_x @ w)
+    torch.testing.assert_close(first.query_y, first.query_x @ w)
+    few = source.sample(40, seeded_generator(3), "train")
+    batch_inputs = {tuple(x.flatten().tolist()) for x in first.support_x}
+    assert {tuple(x.flatten().tolist()) for x in few.support_x} <= batch_inputs
+    test = source.sample(40, seeded_generator(3), "test")
+    assert not {tuple(x.flatten().tolist()) for x in test.support_x} & batch_inputs
+    with pytest.raises(ConfigError, match="pool_inputs .* needs task_pool > 0"):
+        LinRegConfig(pool_inputs=True).check()
+
+
+def test_a_model_trained_on_a_fixed_batch_reports_its_loss_on_that_batch():
+    plan = _plan("gd", input_range="0.5", task_pool="8", pool_inputs="true", meta_batch="8",
+                 iterations="20", val_every="20", test_tasks="200")  # fmt: skip
+    source = plan.task.build()
+    method = build_method(plan)
+    method.meta_train_step(source.sample(8, seeded_generator(1)))
+    (x, y), n = source.pool_data(), source.config.shots
+    pred = method.predict(x[:, :n], y[:, :n], x[:, n:])
+    expected = (0.5 * (pred - y[:, n:]).pow(2)).mean().item()
+    assert icl_analyses.pool_loss(method, source) == pytest.approx(expected, rel=1e-6)
 
 
 # -- a fixed rate and vector-valued targets ------------------------------------------------------

@@ -4,6 +4,7 @@ without re-running them. A real SQLite store, the command line in-process."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from pathlib import Path
 
@@ -66,6 +67,7 @@ def test_a_table_is_assembled_from_shipped_runs_and_runs_only_missing_cells(
     # The bundle now holds all six, the four it had exactly as before (same source runs).
     runs = read_bundle(bundle).runs
     assert len(runs) == 6
+    data_all = bundle.read_bytes()
     first_ids = {r.info.run_id for r in stored_runs(first)}
     assert sum(r["source_run"] in first_ids for r in runs) == 4
     # reproduce --list's cost is the shipped runs' own: each line's mean wall over its seeds.
@@ -77,6 +79,22 @@ def test_a_table_is_assembled_from_shipped_runs_and_runs_only_missing_cells(
     assert measured == pytest.approx({m: sum(t) / len(t) for m, t in spent.items()}, rel=1e-12)
     (row,) = catalog_rows([TINY_TABLE])
     assert row[4].startswith("4 runs, ~") and row[4].endswith(", shipped runs' times"), row
+    # A line whose settings change: its old runs leave the bundle when the table ships
+    # again (they are behind no number of it), the other line's stay.
+    changed = dataclasses.replace(TINY_TABLE, claims=(
+        TINY_TABLE.claims[0], dataclasses.replace(TINY_TABLE.claims[1], settings={
+            **TINY_TABLE.claims[1].settings, "inner_lr": "0.02"}),
+        *TINY_TABLE.claims[2:]))  # fmt: skip
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setitem(TABLES, TABLE, changed)
+        capsys.readouterr()
+        assert main([*base, "--seeds", "0", "--ship", "--tracking-uri", second]) == 0
+        said = capsys.readouterr().out
+        assert "3 dropped (of configurations no line runs now)" in said, said
+        methods = sorted(r["tags"]["mesabench.method"] for r in read_bundle(bundle).runs)
+        assert methods == sorted([TINY_TABLE.claims[0].method] * 3
+                                 + [TINY_TABLE.claims[1].method])  # fmt: skip
+        bundle.write_bytes(data_all)  # the unchanged table's bundle again, for below
     # Judged from shipped and local runs alike: the paired line has three seeds.
     assert main(["reproduce", TABLE, "--seeds", "0-2", "--no-run", "--markdown",
                  "--tracking-uri", second]) == 0  # fmt: skip

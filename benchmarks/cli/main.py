@@ -389,6 +389,7 @@ def cmd_reproduce(args, console: Console) -> int:
         markdown,
         reproduce,
         rows,
+        table_configurations,
         verdict_counts,
         write_figure,
     )
@@ -436,7 +437,7 @@ def cmd_reproduce(args, console: Console) -> int:
             say(f"figure: {png} (its data: {png.with_suffix('.csv')})")
     if args.ship:
         drawn = table.figure.history_keys() if table.figure is not None else set()
-        written = ship_table(outcome, tracker, drawn)
+        written = ship_table(outcome, tracker, drawn, table_configurations(table))
         say(f"shipped {written}")
     if args.markdown:
         sys.stdout.write(markdown(outcome, tracker.uri, args.lines, args.data_root, link))

@@ -643,61 +643,87 @@ def _ablations() -> Table:
     )
 
 
-_POOLS = (4, 16, 64, 1024, 16384)
+#: ICML'23 App. A.12, Fig. 16's sub-captions: one fixed batch of 128, 512 or 2,048 tasks
+#: ((d), 8,192 tasks, is left out: four times 2,048's cost, and A.11's grokking run is
+#: another model).
+_BATCHES = (128, 512, 2048)
+
+
+def _fixed_batch(size: int) -> tuple[dict[str, str], dict[str, dict[str, str]]]:
+    """Settings and budget of a 1-layer LSA trained on one fixed batch of ``size`` tasks:
+    every step is that batch, whole (``pool_inputs``: teachers, inputs and targets fixed;
+    ``meta_batch`` = the batch), at every preset."""
+    batch = str(size)
+    settings = {**HALF, "task_pool": batch, "pool_inputs": "true"}
+    paper = {**lsa_paper(1), "meta_batch": batch}
+    return settings, run_budget(1000, 3000, STEPS_RECURRENT, paper, meta_batch=batch)
 
 
 def _task_pool() -> Table:
     gd = "one GD step, U(-0.5, 0.5)"
     claims = [gd_half(gd)]
-    budget = run_budget(1000, 3000, STEPS_RECURRENT, lsa_paper(1))
-    for pool in _POOLS:
-        settings = {**HALF, "task_pool": str(pool)}
+    cite = "ICML'23 App. A.12, Fig. 16 ({} tasks): 'align remarkable well with the provided " \
+           "construction and therefore gradient descent even when provided with an arguably " \
+           "very small number of training tasks'"
+    # cpu: measured (the shipped runs, 2026-11-28); quick and paper: scaled by steps.
+    costs = {128: run_cost(8.0, 17.0, 28.0), 512: run_cost(12.0, 28.0, 46.0),
+             2048: run_cost(24.0, 62.0, 103.0)}  # fmt: skip
+    for size in _BATCHES:
+        settings, budget = _fixed_batch(size)
+        basis = f"1-layer LSA trained on one fixed batch of {size} tasks: test loss"
+        claims.append(Claim(basis, "linreg-icl", "lsa", LOSS, settings, budget,
+                            cost_s=costs[size]))  # fmt: skip
         claims.append(
-            Claim(f"1-layer LSA trained on {pool} tasks: test loss", "linreg-icl", "lsa", LOSS,
-                  settings, budget, cost_s=run_cost(7.0, 18.0, 85.0))
-        )
-    for smaller, larger in zip(_POOLS, _POOLS[1:], strict=False):
+            Claim(f"trained on {size} fixed tasks = one GD step (paired)", "linreg-icl", "lsa",
+                  LOSS, settings, budget, versus=gd, tolerance=0.05, relative=True,
+                  cite=cite.format(size), cost_s=costs[size])
+        )  # fmt: skip
+    for smaller, larger in zip(_BATCHES, _BATCHES[1:], strict=False):
+        settings, budget = _fixed_batch(larger)
         claims.append(
             Claim(f"test loss falls from {smaller} to {larger} training tasks", "linreg-icl",
-                  "lsa", LOSS, {**HALF, "task_pool": str(larger)}, budget,
-                  versus=f"1-layer LSA trained on {smaller} tasks: test loss", check="at_most",
-                  provenance="derived", cite="ours: the trend (the paper's fixed-batch runs: "
-                  "ICML'23 App. A.12, Fig. 16)", cost_s=run_cost(7.0, 18.0, 85.0))
+                  "lsa", LOSS, settings, budget,
+                  versus=f"1-layer LSA trained on one fixed batch of {smaller} tasks: test loss",
+                  check="at_most", provenance="derived",
+                  cite="ours: the trend across Fig. 16's batches (ICML'23 App. A.12)",
+                  cost_s=costs[larger])
         )  # fmt: skip
+    settings, budget = _fixed_batch(_BATCHES[0])
     claims.append(
-        Claim(f"trained on {_POOLS[-1]} tasks = one GD step (paired)", "linreg-icl", "lsa",
-              LOSS, {**HALF, "task_pool": str(_POOLS[-1])}, budget, versus=gd,
-              tolerance=0.02, relative=True,
-              cite="ICML'23 App. A.12, Fig. 16 (one fixed batch of 128, 512 or 2,048 tasks)",
-              cost_s=run_cost(7.0, 18.0, 85.0))
-    )  # fmt: skip
-    claims.append(
-        Claim(f"trained on {_POOLS[0]} tasks: its own tasks fit better than new ones",
-              "linreg-icl", "lsa", "final/pool/train_loss",
-              {**HALF, "task_pool": str(_POOLS[0])}, budget,
-              versus=f"1-layer LSA trained on {_POOLS[0]} tasks: test loss", check="at_most",
-              provenance="derived", cite="memorisation: the pool's loss against fresh tasks'",
-              cost_s=run_cost(7.0, 18.0, 85.0))
+        Claim(f"trained on {_BATCHES[0]} fixed tasks: its own batch fits better than new tasks",
+              "linreg-icl", "lsa", "final/pool/train_loss", settings, budget,
+              versus=f"1-layer LSA trained on one fixed batch of {_BATCHES[0]} tasks: test loss",
+              check="at_most", provenance="derived",
+              cite="ours: memorisation, the training batch's loss against new tasks'",
+              cost_s=costs[_BATCHES[0]])
     )  # fmt: skip
     return Table(
         "icml23-task-pool",
-        "Training on a fixed, finite set of tasks: memorisation, then generalisation to one "
-        "GD step as the set grows",
+        "Training on one fixed batch of tasks (128, 512, 2,048): the LSA layer still "
+        "matches one GD step on new tasks",
         f"{_ICML23}, App. A.12, Fig. 16 (training on a single fixed batch of tasks)",
         tuple(claims),
-        note="The training teachers come from a fixed pool (task_pool; inputs stay fresh); "
-        "validation and test teachers are always new. The relations are ours to state the "
-        "trend: test loss falls as the pool grows and reaches one GD step; with few tasks "
-        "the pool's own tasks fit better than new ones (final/pool/train_loss).",
+        note="As App. A.12 trains: every step is the same fixed batch of K tasks, teachers, "
+        "inputs and targets (task_pool = meta_batch = K, pool_inputs); validation and test "
+        "tasks are new, and the meta-test uses the best-validated weights (early stopping "
+        "on new tasks). The paper states the match in words ('align remarkable well'); the "
+        "5% band is ours. The paper trains on one query per task (App. A.12's tokens); the "
+        "cpu and quick presets use 20, as every U(-0.5, 0.5) table here; paper uses 1. "
+        "The batch is drawn once from pool_seed (0), the same for every seed: the seeds "
+        "vary the initialisation and the validation tasks, not the batch. "
+        "Fig. 16(d), 8,192 tasks, is not run (four times 2,048's cost). The trend and "
+        "memorisation lines are ours (final/pool/train_loss: the loss on the training "
+        "batch itself).",
         figure=TableFigure(
             "memorisation and generalisation by the number of training tasks",
-            (Panel("Test loss by training tasks", "training tasks (pool size)", "test loss", (
-                Points("LSA, new tasks", tuple((p, f"1-layer LSA trained on {p} tasks: test "
-                                                   "loss") for p in _POOLS)),
-                Points("LSA, its training tasks", tuple(
-                    (p, f"1-layer LSA trained on {p} tasks: test loss") for p in _POOLS),
-                    metric="final/pool/train_loss"),
-                Points("GD (1 step)", tuple((p, gd) for p in _POOLS)),
+            (Panel("Test loss by training tasks", "training tasks (one fixed batch)",
+                   "test loss", (
+                Points("LSA, new tasks", tuple((k, f"1-layer LSA trained on one fixed batch "
+                                                   f"of {k} tasks: test loss") for k in _BATCHES)),
+                Points("LSA, its training batch", tuple(
+                    (k, f"1-layer LSA trained on one fixed batch of {k} tasks: test loss")
+                    for k in _BATCHES), metric="final/pool/train_loss"),
+                Points("GD (1 step)", tuple((k, gd) for k in _BATCHES)),
             ), log_x=True, log_y=True),),
         ),  # fmt: skip
     )

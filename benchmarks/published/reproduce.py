@@ -282,6 +282,23 @@ def markdown(
     return "\n".join(text) + "\n"
 
 
+def table_configurations(table: Table) -> set[str] | None:
+    """The config hashes the table's lines run at every preset (what its shipped bundle
+    may hold); None where a preset cannot be planned here (a plugin not installed): then
+    nobody can say which shipped runs are the table's."""
+    from benchmarks.published.claims import PRESETS
+
+    seeds = parse_seeds(table.seeds)
+    hashes: set[str] = set()
+    for claim in table.claims:
+        for preset in PRESETS:
+            try:
+                hashes |= set(plan_cells(claim_spec(claim, preset, seeds)).values())
+            except ConfigError:
+                return None
+    return hashes
+
+
 def shipped_times(table: Table) -> dict[str, list[float]]:
     """The wall seconds of the table's shipped FINISHED runs, by configuration hash, from
     their recorded start and end (empty: the table ships none)."""

@@ -20,6 +20,9 @@ from pathlib import Path
 
 from benchmarks.store.bundles import SUFFIX, Bundle, check_installed, import_bundle, read_bundle
 
+#: The tag naming a run's configuration (its identity without the seed).
+CONFIG_TAG = "mesabench.config_hash"
+
 FOLDER_ENV = "MESABENCH_SHIPPED_RUNS"
 
 
@@ -63,13 +66,18 @@ def import_shipped(tracker, paths: Iterable[Path], benchmarks: set[str] | None =
     return added
 
 
-def ship_table(outcome, tracker, histories: Collection[str] = ()) -> str:
+def ship_table(outcome, tracker, histories: Collection[str] = (),
+               configurations: Collection[str] | None = None) -> str:  # fmt: skip
     """Write the runs a judged table read (``outcome``: :func:`reproduce`'s) to the table's
     shipped bundle, beside the runs it held already: runs of other presets or seeds stay,
     and a run imported from the bundle is kept as the bundle had it (never shipped again as
     a new run). Final metrics, and the ``histories`` named (those the table's figure draws:
-    short, one point per validation or log step); no checkpoints. Returns a one-line
-    summary."""
+    short, one point per validation or log step); no checkpoints.
+
+    ``configurations``: the config hashes the table's lines run at any preset; a run the
+    bundle held of none of them (a line since changed or removed) is dropped, so that the
+    bundle holds the runs behind the table and no others. None: nothing is dropped.
+    Returns a one-line summary."""
     import tempfile
 
     from benchmarks.store.bundles import SOURCE_RUN_TAG, bundle_bytes, run_body, write_bundle
@@ -77,7 +85,10 @@ def ship_table(outcome, tracker, histories: Collection[str] = ()) -> str:
 
     path = table_bundle(outcome.table.name)
     kept = {r["source_run"]: r for r in read_bundle(path).runs} if path.exists() else {}
-    before = len(kept)
+    if configurations is not None:
+        wanted = set(configurations)
+        kept = {k: r for k, r in kept.items() if r["tags"].get(CONFIG_TAG) in wanted}
+    before, dropped = len(kept), (len(read_bundle(path).runs) if path.exists() else 0) - len(kept)
     ids = sorted({run_id for by_seed in outcome.runs.values() for run_id, _ in by_seed.values()})
     with tempfile.TemporaryDirectory() as scratch:
         for run_id in ids:
@@ -89,5 +100,6 @@ def ship_table(outcome, tracker, histories: Collection[str] = ()) -> str:
     data = bundle_bytes(kept.values(), __version__)
     path.parent.mkdir(parents=True, exist_ok=True)
     write_bundle(path, data)
-    return (f"{path} ({len(kept)} run(s), {len(kept) - before} new; "
+    gone = f", {dropped} dropped (of configurations no line runs now)" if dropped else ""
+    return (f"{path} ({len(kept)} run(s), {len(kept) - before} new{gone}; "
             f"{len(data) / 1024:.1f} KiB)")

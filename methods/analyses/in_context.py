@@ -85,8 +85,11 @@ def analyse(method, source: TaskSource, log, seed: int) -> dict[str, float]:
 
 
 def pool_loss(method, source: TaskSource, tasks: int = 2000, seed: int = 0) -> float:
-    """The model's loss on tasks of its fixed training pool (new inputs, the pool's
-    teachers): against the test loss on new teachers, what it memorised."""
+    """The model's loss on tasks of its fixed training pool (the pool's teachers with new
+    inputs; with ``pool_inputs``, the fixed training batch itself, whole): against the test
+    loss on new teachers, what it memorised."""
+    if getattr(source.config, "pool_inputs", False):
+        tasks = source.config.task_pool  # a draw of the pool's size is the batch, in order
     batch = source.sample(tasks, seeded_generator(ANALYSIS, seed, 5, device=method.device),
                           "train")  # fmt: skip
     pred = method.predict(batch.support_x, batch.support_y, batch.query_x)
