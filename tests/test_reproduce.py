@@ -590,7 +590,11 @@ def test_the_icml23_paper_preset_trains_each_depth_as_the_paper_and_its_public_c
             params = plan_run("lsa", claim.benchmark_for("paper"),
                               overrides=claim.overrides("paper"), device="cpu",
                               preset=claim.benchmark_preset.get("paper")).flat_params()  # fmt: skip
-            assert (params["protocol.meta_batch"], params["task.queries"]) == ("2048", "1")
+            # App. A.12's batch of 2,048 fresh tasks; its fixed-batch runs (Fig. 16) step on
+            # their whole batch of K tasks.
+            fixed = params.get("task.pool_inputs") == "True"
+            batch = params["task.task_pool"] if fixed else "2048"
+            assert (params["protocol.meta_batch"], params["task.queries"]) == (batch, "1")
             depth = (int(params["method.layers"]), params["method.tied"] == "True",
                      params["task.tokens"])  # fmt: skip
             planned.setdefault(depth, set()).add(tuple(float(params[key]) for key in (
