@@ -194,6 +194,24 @@ def finished_runs(db: Path, tag: str = "mesabench.seed", like: str = "%") -> int
         connection.close()
 
 
+def runs_recording(db: Path) -> int:
+    """How many runs of a method (cells, not a sweep's parent) in the SQLite store ``db``
+    have written a metric record (one read-only query; 0 before the schema exists)."""
+    import sqlite3
+
+    if not db.exists():
+        return 0
+    connection = sqlite3.connect(f"{db.as_uri()}?mode=ro", uri=True, timeout=30)
+    try:
+        return connection.execute(
+            "SELECT COUNT(DISTINCT m.run_uuid) FROM metrics m JOIN tags t ON t.run_uuid = "
+            "m.run_uuid WHERE t.key = 'mesabench.seed'").fetchone()[0]  # fmt: skip
+    except sqlite3.OperationalError:
+        return 0
+    finally:
+        connection.close()
+
+
 def interrupt_after_checkpoint(args: list[str], store_dir: Path, benchmark: str,
                                held: bool = True, **env: str):  # fmt: skip
     """Start ``python -m benchmarks run ARGS`` (storing under ``store_dir``), press Ctrl-C

@@ -19,7 +19,15 @@ from benchmarks.store.hold import HOLD_ENV
 from benchmarks.sweeps.backends import cell_env
 from benchmarks.sweeps.in_store import SWEEP_TAG
 from benchmarks.sweeps.spec import parse_seeds, plan_cells, spec_from_args, spec_from_file
-from tests.helpers import ROOT, finished_runs, free_port, python_env, stored_runs, wait_for
+from tests.helpers import (
+    ROOT,
+    finished_runs,
+    free_port,
+    python_env,
+    runs_recording,
+    stored_runs,
+    wait_for,
+)
 
 FAST = ["--set", "iterations=20", "--set", "val_every=10", "--set", "val_tasks=20",
         "--set", "test_tasks=50"]  # fmt: skip
@@ -152,9 +160,14 @@ def test_local_sweep_isolates_failures_and_skips_finished_cells_on_rerun(store, 
     assert '"method": "?"' not in capsys.readouterr().out
 
 
-def test_sweeps_run_together_share_the_workers_and_keep_their_own_parents(store):
+def test_sweeps_run_together_share_the_workers_and_keep_their_own_parents(
+    store, tmp_path, monkeypatch
+):
     """Two one-cell sweeps through one pool of two workers: their cells run at the same
-    time, each under its own parent, and a second call runs nothing."""
+    time (both are held at a record at once, which one worker could not do), each under
+    its own parent, and a second call runs nothing."""
+    import threading
+
     from benchmarks.store.tracking import MlflowTracker
     from benchmarks.sweeps.sweep import run_sweeps
 
@@ -163,8 +176,22 @@ def test_sweeps_run_together_share_the_workers_and_keep_their_own_parents(store)
         spec_from_args("sinusoid-5shot", method, "0", [], [*FAST[1::2], "iterations=60"])
         for method in ("maml", "fomaml")
     ]
+    hold = tmp_path / "hold"
+    monkeypatch.setenv(HOLD_ENV, str(hold))  # the cells' environment is ours
+    hold.touch()
+    out: list = []
     # Warm: both cells forked from one launcher (cold cells are the [cold] drills' subject).
-    results = run_sweeps(specs, tracker, workers=2, warm=True)
+    sweeping = threading.Thread(target=lambda: out.append(
+        run_sweeps(specs, tracker, workers=2, warm=True)))  # fmt: skip
+    sweeping.start()
+    try:
+        db = Path(store.removeprefix("sqlite:///"))
+        wait_for(lambda: runs_recording(db) >= 2 or not sweeping.is_alive(),
+                 "both cells held at their first record", timeout=300)  # fmt: skip
+    finally:
+        hold.unlink()
+        sweeping.join(timeout=600)
+    (results,) = out
     assert [len(r.done) for r in results] == [1, 1] and not any(r.failed for r in results)
     runs = stored_runs(store)
     parents = {r.data.tags[SWEEP_TAG]: r for r in runs if SWEEP_TAG in r.data.tags}
