@@ -45,6 +45,10 @@ def test_a_table_is_assembled_from_shipped_runs_and_runs_only_missing_cells(
 ):
     first, second = new_store("first"), new_store("second")
     base = ["reproduce", TABLE, "--warm", "--workers", "2"]
+    # Nothing finished (here: nothing run): no bundle is written, not an empty one.
+    assert main([*base, "--no-run", "--ship", "--tracking-uri", first]) == 0
+    assert "has no finished run to ship" in capsys.readouterr().out
+    assert not (shipped / f"{TABLE}.mesabundle").exists()
     # A first sitting runs seeds 0-1 and ships them.
     assert main([*base, "--seeds", "0-1", "--ship", "--tracking-uri", first]) == 0
     bundle = shipped / f"{TABLE}.mesabundle"

@@ -97,6 +97,8 @@ def ship_table(outcome, tracker, histories: Collection[str] = (),
                 continue  # the shipped run itself, imported here
             body = run_body(tracker.client, run, set(histories), scratch=Path(scratch))
             kept[body["source_run"]] = body
+    if not kept:  # no line has a finished run (the data was missing, say): nothing to ship
+        return f"nothing: {outcome.table.name} has no finished run to ship ({path} untouched)"
     data = bundle_bytes(kept.values(), __version__)
     path.parent.mkdir(parents=True, exist_ok=True)
     write_bundle(path, data)
