@@ -167,6 +167,7 @@ class LinRegTasks:
         )
         self._pool: torch.Tensor | None = None
         self._pool_data: tuple[torch.Tensor, torch.Tensor] | None = None
+        self._pool_data_by_device: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
 
     def pool(self) -> torch.Tensor:
         """The fixed training teachers ``[task_pool, d, outputs]`` (drawn once, on the CPU)."""
@@ -181,6 +182,13 @@ class LinRegTasks:
         if self._pool_data is None:
             self._draw_pool()
         return self._pool_data
+
+    def _pool_data_on(self, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+        """The fixed dataset on ``device``, copied there once (not at every step)."""
+        key = str(device)
+        if key not in self._pool_data_by_device:
+            self._pool_data_by_device[key] = tuple(t.to(device) for t in self.pool_data())
+        return self._pool_data_by_device[key]
 
     def _draw_pool(self) -> None:
         c = self.config
@@ -204,7 +212,7 @@ class LinRegTasks:
                 pick = torch.randint(c.task_pool, (num_tasks,), generator=generator,
                                      device=generator.device)  # fmt: skip
             if c.pool_inputs:
-                x, y = (t.to(generator.device)[pick] for t in self.pool_data())
+                x, y = (t[pick] for t in self._pool_data_on(generator.device))
                 return TaskBatch(x[:, : c.shots], y[:, : c.shots], x[:, c.shots :],
                                  y[:, c.shots :])  # fmt: skip
             w = self.pool().to(generator.device)[pick]
