@@ -84,11 +84,11 @@ def ship_table(outcome, tracker, histories: Collection[str] = (),
     from mesabench_core import __version__
 
     path = table_bundle(outcome.table.name)
-    kept = {r["source_run"]: r for r in read_bundle(path).runs} if path.exists() else {}
-    if configurations is not None:
-        wanted = set(configurations)
-        kept = {k: r for k, r in kept.items() if r["tags"].get(CONFIG_TAG) in wanted}
-    before, dropped = len(kept), (len(read_bundle(path).runs) if path.exists() else 0) - len(kept)
+    held = read_bundle(path).runs if path.exists() else []
+    wanted = None if configurations is None else set(configurations)
+    kept = {r["source_run"]: r for r in held
+            if wanted is None or r["tags"].get(CONFIG_TAG) in wanted}  # fmt: skip
+    before, dropped = len(kept), len(held) - len(kept)
     ids = sorted({run_id for by_seed in outcome.runs.values() for run_id, _ in by_seed.values()})
     with tempfile.TemporaryDirectory() as scratch:
         for run_id in ids:
