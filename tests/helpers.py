@@ -173,43 +173,36 @@ def install_plugin_package(name: str, work: Path) -> Path:
     return site
 
 
-def finished_runs(db: Path, tag: str = "mesabench.seed", like: str = "%") -> int:
-    """FINISHED runs in the SQLite store ``db`` whose tag ``tag`` matches ``like``, by one
-    read-only query: a drill that looks every 50 ms for the moment to strike costs the
-    machine nothing, and short cells cannot all slip between two looks (a client's read
-    takes a second on a loaded machine)."""
+def count_in_store(db: Path, query: str, args: tuple = ()) -> int:
+    """One read-only COUNT over the SQLite store ``db`` (0 before the store or its schema
+    exists): a drill that looks every 50 ms for the moment to strike costs the machine
+    nothing, and short cells cannot all slip between two looks (a client's read takes a
+    second on a loaded machine)."""
     import sqlite3
 
     if not db.exists():
         return 0
     connection = sqlite3.connect(f"{db.as_uri()}?mode=ro", uri=True, timeout=30)
     try:
-        return connection.execute(
-            "SELECT COUNT(*) FROM runs r JOIN tags t ON t.run_uuid = r.run_uuid WHERE "
-            "r.status = 'FINISHED' AND t.key = ? AND t.value LIKE ?", (tag, like),
-        ).fetchone()[0]  # fmt: skip
+        return connection.execute(query, args).fetchone()[0]
     except sqlite3.OperationalError:  # the schema not made yet
         return 0
     finally:
         connection.close()
 
 
-def runs_recording(db: Path) -> int:
-    """How many runs of a method (cells, not a sweep's parent) in the SQLite store ``db``
-    have written a metric record (one read-only query; 0 before the schema exists)."""
-    import sqlite3
+def finished_runs(db: Path, tag: str = "mesabench.seed", like: str = "%") -> int:
+    """FINISHED runs in the store ``db`` whose tag ``tag`` matches ``like``."""
+    return count_in_store(db, "SELECT COUNT(*) FROM runs r JOIN tags t ON t.run_uuid = r.run_uuid "
+                      "WHERE r.status = 'FINISHED' AND t.key = ? AND t.value LIKE ?",
+                  (tag, like))  # fmt: skip
 
-    if not db.exists():
-        return 0
-    connection = sqlite3.connect(f"{db.as_uri()}?mode=ro", uri=True, timeout=30)
-    try:
-        return connection.execute(
-            "SELECT COUNT(DISTINCT m.run_uuid) FROM metrics m JOIN tags t ON t.run_uuid = "
-            "m.run_uuid WHERE t.key = 'mesabench.seed'").fetchone()[0]  # fmt: skip
-    except sqlite3.OperationalError:
-        return 0
-    finally:
-        connection.close()
+
+def runs_recording(db: Path) -> int:
+    """Runs of a method (cells, not a sweep's parent) in the store ``db`` that have written
+    a metric record."""
+    return count_in_store(db, "SELECT COUNT(DISTINCT m.run_uuid) FROM metrics m JOIN tags t ON "
+                      "t.run_uuid = m.run_uuid WHERE t.key = 'mesabench.seed'")  # fmt: skip
 
 
 def interrupt_after_checkpoint(args: list[str], store_dir: Path, benchmark: str,

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import signal
-import sqlite3
 import subprocess
 import sys
 import time
@@ -15,7 +14,14 @@ from mlflow.tracking import MlflowClient
 
 from benchmarks.cli.main import main
 from benchmarks.store.hold import HOLD_ENV
-from tests.helpers import ROOT, TINY, complete_checkpoint, python_env, stored_runs
+from tests.helpers import (
+    ROOT,
+    TINY,
+    complete_checkpoint,
+    count_in_store,
+    python_env,
+    stored_runs,
+)
 
 
 def _db(store: str) -> Path:
@@ -193,21 +199,6 @@ def test_leaderboard_groups_seeds(store, capsys):
     assert seeds == {"fomaml": 2, "anil": 1}
 
 
-def _records(db: Path, key: str) -> int:
-    """How many records of metric ``key`` the store holds (read-only SQL: no schema race
-    with the run that is creating the store)."""
-    if not db.exists():
-        return 0
-    connection = sqlite3.connect(f"{db.as_uri()}?mode=ro", uri=True, timeout=30)
-    try:
-        return connection.execute("SELECT COUNT(*) FROM metrics WHERE key = ?",
-                                  (key,)).fetchone()[0]  # fmt: skip
-    except sqlite3.OperationalError:  # no schema yet
-        return 0
-    finally:
-        connection.close()
-
-
 @pytest.mark.slow  # a fault drill: a real run process interrupted, then resumed
 def test_interrupted_run_is_killed_and_resumes_to_identical_numbers(store, tmp_path):
     from benchmarks.metrics.catalog import measures_the_machine
@@ -255,7 +246,8 @@ def test_interrupted_run_is_killed_and_resumes_to_identical_numbers(store, tmp_p
     artifacts = _db(store).parent / "artifacts" / "sinusoid-5shot"
     deadline = time.monotonic() + 120
     # Held at step 400's record, after step 200's checkpoint: signalled there.
-    while not (complete_checkpoint(artifacts) and _records(_db(store), "train/loss")):
+    recorded = "SELECT COUNT(*) FROM metrics WHERE key = 'train/loss'"
+    while not (complete_checkpoint(artifacts) and count_in_store(_db(store), recorded)):
         assert proc.poll() is None, proc.stdout.read()
         assert time.monotonic() < deadline, "no checkpoint and record appeared"
         time.sleep(0.2)
