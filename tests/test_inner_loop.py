@@ -501,7 +501,8 @@ def test_an_mlp_run_trains_on_one_thread_and_gives_the_threads_back():
     """The ``threads`` choice is applied for the whole run (its records are written on one
     thread) and the process's own count is restored after; never raised above it."""
     from benchmarks.planning.plan import plan_run
-    from benchmarks.running.execute import execute, intra_op_threads
+    from benchmarks.running.execute import execute
+    from methods.common.threads import intra_op_threads
 
     before = torch.get_num_threads()
     torch.set_num_threads(2)
@@ -512,7 +513,7 @@ def test_an_mlp_run_trains_on_one_thread_and_gives_the_threads_back():
         seen = _ThreadsSeen()
         execute(plan, seen)
         assert seen.threads == {1} and torch.get_num_threads() == 2
-        with intra_op_threads("8"):
+        with intra_op_threads(8):
             assert torch.get_num_threads() == 2
         with intra_op_threads(None):
             assert torch.get_num_threads() == 2

@@ -6,8 +6,6 @@ started tracker run and closes that run FINISHED, FAILED or KILLED.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import torch
@@ -22,6 +20,7 @@ from benchmarks.store.tracking import RunClosedElsewhere
 from mesabench_core import ConfigError
 from mesabench_datasets.data_root import using_data_root
 from methods.api import Method
+from methods.common.threads import intra_op_threads
 
 
 def build_method(plan: RunPlan) -> Method:
@@ -79,27 +78,12 @@ def _execute(plan: RunPlan, recorder: Recorder, progress, checkpoint, learner) -
         torch.device(plan.device),
         progress=progress,
     )
-    threads = plan.execution_choices().get("threads")
-    with executing(plan.protocol, method, protocol.device), intra_op_threads(threads):
+    threads = plan.execution_choices().get("threads")  # a method's choice, as text
+    count = None if threads is None else int(threads)
+    with executing(plan.protocol, method, protocol.device), intra_op_threads(count):
         if learner is not None:
             return protocol.evaluate_learner(method)
         return protocol.run(method, checkpoint=checkpoint)
-
-
-@contextmanager
-def intra_op_threads(count: str | None) -> Iterator[None]:
-    """torch's intra-op threads at ``count`` (never above the process's own) while inside,
-    restored after: a method's ``threads`` choice (``Method.execution_choices``)."""
-    before = torch.get_num_threads()
-    wanted = before if count is None else max(1, min(int(count), before))
-    if wanted == before:
-        yield
-        return
-    torch.set_num_threads(wanted)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 def prepare_data(plan) -> list:

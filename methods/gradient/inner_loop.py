@@ -22,6 +22,7 @@ from torch.func import functional_call, grad, vmap
 
 from mesabench_datasets.tasks import LossKind, TaskBatch
 from methods.common.losses import per_task_loss, task_loss
+from methods.common.threads import intra_op_threads
 from methods.gradient.modulation import GradientModulation
 
 Params = dict[str, Tensor]
@@ -202,15 +203,8 @@ class InnerLoop:
         """One intra-op thread while the batched path runs (restored after). Its operations
         are too small to gain from splitting, and splitting them stalls whenever another
         process holds a core: 40x slower on two cores with one busy."""
-        if not self._batches_by_hand(buffers) or torch.get_num_threads() == 1:
+        with intra_op_threads(1 if self._batches_by_hand(buffers) else None):
             yield
-            return
-        before = torch.get_num_threads()
-        torch.set_num_threads(1)
-        try:
-            yield
-        finally:
-            torch.set_num_threads(before)
 
     def _adapt_all(self, params: Params, sx: Tensor, sy: Tensor, steps: int) -> Params:
         """Every task's adapted weights ``[T, ...]`` by ``steps`` modulated steps."""
