@@ -166,8 +166,9 @@ class LinRegTasks:
             context_size=config.shots,
         )
         self._pool: torch.Tensor | None = None
-        self._pool_data: tuple[torch.Tensor, torch.Tensor] | None = None
-        self._pool_data_by_device: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
+        #: With ``pool_inputs``: the fixed dataset by device, drawn on the CPU, copied once to
+        #: any other (not at every step).
+        self._pool_data: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
 
     def pool(self) -> torch.Tensor:
         """The fixed training teachers ``[task_pool, d, outputs]`` (drawn once, on the CPU)."""
@@ -179,16 +180,15 @@ class LinRegTasks:
         """With ``pool_inputs``: the fixed dataset's inputs ``[task_pool, N + queries, d]``
         and targets (noise included), drawn once on the CPU after the teachers, so that the
         teachers are those of the same pool without it."""
-        if self._pool_data is None:
-            self._draw_pool()
-        return self._pool_data
+        return self._pool_data_on(torch.device("cpu"))
 
     def _pool_data_on(self, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
-        """The fixed dataset on ``device``, copied there once (not at every step)."""
         key = str(device)
-        if key not in self._pool_data_by_device:
-            self._pool_data_by_device[key] = tuple(t.to(device) for t in self.pool_data())
-        return self._pool_data_by_device[key]
+        if key not in self._pool_data:
+            if "cpu" not in self._pool_data:
+                self._draw_pool()
+            self._pool_data[key] = tuple(t.to(device) for t in self._pool_data["cpu"])
+        return self._pool_data[key]
 
     def _draw_pool(self) -> None:
         c = self.config
@@ -199,7 +199,7 @@ class LinRegTasks:
             y = x @ self._pool
             if c.noise > 0:
                 y = y + c.noise * torch.randn(y.shape, generator=g)
-            self._pool_data = (x, y)
+            self._pool_data["cpu"] = (x, y)
 
     def sample(
         self, num_tasks: int, generator: torch.Generator, split: Split = "train"
