@@ -193,16 +193,17 @@ def count_in_store(db: Path, query: str, args: tuple = ()) -> int:
 
 def finished_runs(db: Path, tag: str = "mesabench.seed", like: str = "%") -> int:
     """FINISHED runs in the store ``db`` whose tag ``tag`` matches ``like``."""
-    return count_in_store(db, "SELECT COUNT(*) FROM runs r JOIN tags t ON t.run_uuid = r.run_uuid "
-                      "WHERE r.status = 'FINISHED' AND t.key = ? AND t.value LIKE ?",
-                  (tag, like))  # fmt: skip
+    query = ("SELECT COUNT(*) FROM runs r JOIN tags t ON t.run_uuid = r.run_uuid WHERE "
+             "r.status = 'FINISHED' AND t.key = ? AND t.value LIKE ?")  # fmt: skip
+    return count_in_store(db, query, (tag, like))
 
 
 def runs_recording(db: Path) -> int:
     """Runs of a method (cells, not a sweep's parent) in the store ``db`` that have written
     a metric record."""
-    return count_in_store(db, "SELECT COUNT(DISTINCT m.run_uuid) FROM metrics m JOIN tags t ON "
-                      "t.run_uuid = m.run_uuid WHERE t.key = 'mesabench.seed'")  # fmt: skip
+    query = ("SELECT COUNT(DISTINCT m.run_uuid) FROM metrics m JOIN tags t ON t.run_uuid = "
+             "m.run_uuid WHERE t.key = 'mesabench.seed'")  # fmt: skip
+    return count_in_store(db, query)
 
 
 def interrupt_after_checkpoint(args: list[str], store_dir: Path, benchmark: str,
@@ -218,7 +219,6 @@ def interrupt_after_checkpoint(args: list[str], store_dir: Path, benchmark: str,
     import signal
     import subprocess
     import sys
-    import time
 
     from mlflow.tracking import MlflowClient
 
@@ -237,12 +237,10 @@ def interrupt_after_checkpoint(args: list[str], store_dir: Path, benchmark: str,
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )  # fmt: skip
     artifacts = store_dir / "artifacts" / benchmark
-    deadline = time.monotonic() + 180
     try:
-        while not complete_checkpoint(artifacts):
-            assert process.poll() is None, process.communicate()
-            assert time.monotonic() < deadline, "no checkpoint appeared (held before it?)"
-            time.sleep(0.2)
+        wait_for(lambda: complete_checkpoint(artifacts) or process.poll() is not None,
+                 "a checkpoint (held before it?)", timeout=180)  # fmt: skip
+        assert process.poll() is None, process.communicate()
         process.send_signal(signal.SIGINT)
         _, err = process.communicate(timeout=60)
     finally:

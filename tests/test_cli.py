@@ -6,7 +6,6 @@ import json
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -21,6 +20,7 @@ from tests.helpers import (
     count_in_store,
     python_env,
     stored_runs,
+    wait_for,
 )
 
 
@@ -244,13 +244,11 @@ def test_interrupted_run_is_killed_and_resumes_to_identical_numbers(store, tmp_p
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     artifacts = _db(store).parent / "artifacts" / "sinusoid-5shot"
-    deadline = time.monotonic() + 120
     # Held at step 400's record, after step 200's checkpoint: signalled there.
     recorded = "SELECT COUNT(*) FROM metrics WHERE key = 'train/loss'"
-    while not (complete_checkpoint(artifacts) and count_in_store(_db(store), recorded)):
-        assert proc.poll() is None, proc.stdout.read()
-        assert time.monotonic() < deadline, "no checkpoint and record appeared"
-        time.sleep(0.2)
+    wait_for(lambda: (complete_checkpoint(artifacts) and count_in_store(_db(store), recorded))
+             or proc.poll() is not None, "a checkpoint and a record", timeout=120)  # fmt: skip
+    assert proc.poll() is None, proc.stdout.read()
     proc.send_signal(signal.SIGINT)
     out, _ = proc.communicate(timeout=60)
     hold.unlink()
