@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import pytest
+import torch
 from mlflow.tracking import MlflowClient
 from scipy import stats as scipy_stats
 
@@ -450,6 +451,75 @@ def test_thesis_45_judges_every_published_row_ra_and_bti_and_holds_the_margins()
         "reproduced")  # fmt: skip
     assert judge(margin, {s: v + 0.014 for s, v in lamaml.items()}, lamaml).verdict == (
         "not reproduced")  # fmt: skip
+
+
+# The MER authors' script (mattriemer/MER at 4b7b9c9, mer_examples.sh), written out here
+# from its lines so that a slip in the suite's copy fails: per stream, online SGD's rate
+# (l. 10/12/14); GEM's rate, memories per task, strength (l. 50/52/46); MER's rate,
+# memories, replay batch, batches per example, beta, gamma (l. 116/118/112).
+_MER_SCRIPT = {
+    "mnist-rotations": (0.0003, (0.01, 10, 0.0), (0.1, 200, 10, 5, 0.01, 1.0)),
+    "mnist-permutations": (0.003, (0.01, 10, 0.0), (0.03, 200, 10, 10, 0.03, 1.0)),
+    "mnist-many-permutations": (0.003, (0.003, 5, 0.1), (0.03, 500, 5, 10, 0.03, 1.0)),
+}
+
+
+@pytest.mark.parametrize("benchmark", sorted(_MER_SCRIPT))
+def test_thesis_45_baselines_run_at_the_mer_codes_settings_one_sample_a_step_at_paper(
+        benchmark):  # fmt: skip
+    """paper plans each baseline at the MER code's settings, one sample per step; cpu and
+    quick on batches of 10 with online SGD's and GEM's rates x10 (MER's kept)."""
+    from benchmarks.planning.plan import plan_run
+
+    sgd, gem, mer = _MER_SCRIPT[benchmark]
+    expected = {
+        "online_sgd": {"lr": sgd, "step_batch": 1},
+        "gem": dict(zip(("lr", "patterns_per_task", "memory_strength"), gem, strict=True),
+                    train_batch=1),
+        "mer": dict(zip(("lr", "mer_buffer", "mer_replay", "mer_steps", "mer_beta",
+                         "mer_gamma"), mer, strict=True), train_batch=1),
+    }  # fmt: skip
+    table = _table("thesis-4.5")
+    for method, settings in expected.items():
+        claim = next(c for c in table.claims if c.label == f"{method} RA, {benchmark}")
+        for preset in ("paper", "cpu"):
+            params = plan_run(method, claim.benchmark_for(preset),
+                              overrides=claim.overrides(preset), device="cpu",
+                              preset=claim.benchmark_preset.get(preset)).flat_params()
+            batched = preset == "cpu"
+            for key, value in settings.items():
+                if key in ("step_batch", "train_batch"):
+                    value = 0 if batched else 1
+                elif key == "lr" and batched and method != "mer":
+                    value = 10 * value
+                assert float(params[f"method.{key}"]) == pytest.approx(value), (preset, key)
+        assert "mer_examples.sh" in claim.cite
+
+
+def test_online_sgd_one_sample_a_step_is_ten_steps_on_a_batch_of_ten():
+    """step_batch 1 takes one SGD step per sample in arrival order: the same weights as
+    feeding the ten samples one by one; a whole-batch step is another update."""
+    from mesabench_datasets.tasks import Problem
+    from methods.continual.baselines import ReplaySGD, ReplaySGDConfig
+
+    problem = Problem(input_shape=(6,), output_dim=3, loss="cross_entropy", network="mlp")
+    x, y = torch.randn(10, 6), torch.randint(3, (10,))
+
+    def learner(step_batch):
+        torch.manual_seed(0)
+        config = ReplaySGDConfig(hidden=(5,), lr=0.1, buffer_size=0, replay_batch=0,
+                                 step_batch=step_batch)  # fmt: skip
+        return ReplaySGD(config, problem, torch.device("cpu"))
+
+    split, single, whole = learner(1), learner(1), learner(0)
+    split.observe(x, y)
+    for i in range(10):
+        single.observe(x[i : i + 1], y[i : i + 1])
+    whole.observe(x, y)
+    for a, b in zip(split.state_tensors(), single.state_tensors(), strict=True):
+        assert torch.equal(a, b)
+    assert not all(torch.equal(a, c) for a, c in zip(split.state_tensors(),
+                                                     whole.state_tensors(), strict=True))
 
 
 def test_thesis_46_runs_the_thesis_rule_as_its_line_and_labels_the_suites_variants():

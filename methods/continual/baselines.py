@@ -58,6 +58,10 @@ class ReplaySGDConfig:
     lr: float = param(0.03, min=0.0, help="SGD learning rate")
     buffer_size: int = param(200, min=0, help="reservoir buffer size (0: no replay)")
     replay_batch: int = param(10, min=0, help="replayed samples mixed into each batch")
+    step_batch: int = param(
+        0, min=0, added="0.4", help="samples per SGD step: each incoming batch is split into "
+        "steps of this many, in order (0: one step per incoming batch). The MER code runs its "
+        "baselines one sample at a time, with rates for that")  # fmt: skip
 
 
 class ReplaySGD(StreamLearner):
@@ -72,6 +76,11 @@ class ReplaySGD(StreamLearner):
         self.replay = ReservoirBuffer(config.buffer_size, problem.input_shape, device, own_seed())
 
     def observe(self, x: Tensor, y: Tensor) -> dict[str, float]:
+        size = self.config.step_batch or len(x)
+        losses = [self._step(x[i : i + size], y[i : i + size]) for i in range(0, len(x), size)]
+        return {"loss": sum(losses) / len(losses)}
+
+    def _step(self, x: Tensor, y: Tensor) -> float:
         c = self.config
         if c.replay_batch > 0 and len(self.replay) > 0:
             rx, ry = self.replay.sample(c.replay_batch)
@@ -84,7 +93,7 @@ class ReplaySGD(StreamLearner):
         self.optimizer.step()
         if c.buffer_size > 0:
             self.replay.add(x, y)
-        return {"loss": loss.item()}
+        return loss.item()
 
     def state_dict(self) -> dict[str, Any]:
         return {

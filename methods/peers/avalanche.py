@@ -35,10 +35,16 @@ class AvalancheConfig:
     memory_strength: float = param(0.5, min=0.0, help="GEM: margin of the gradient projection")
     agem_sample_size: int = param(256, min=1, help="A-GEM: memory samples per reference gradient")
     mer_buffer: int = param(200, min=1, help="MER: reservoir buffer size")
-    mer_steps: int = param(5, min=1, help="MER: inner steps per incoming batch")
+    mer_steps: int = param(5, min=1, help="MER: inner steps per incoming batch (the MER "
+                           "code's batches_per_example)")
+    mer_replay: int = param(10, min=1, added="0.4", help="MER: buffer samples drawn into each "
+                            "inner step (the MER code's replay_batch_size)")
     mer_beta: float = param(0.03, min=0.0, help="MER: within-batch Reptile rate")
     mer_gamma: float = param(1.0, min=0.0, help="MER: across-batch Reptile rate")
     ewc_lambda: float = param(100.0, min=0.0, help="EWC: penalty strength")
+    train_batch: int = param(
+        0, min=0, added="0.4", help="samples per avalanche training step (0: the stream's "
+        "batch). The MER code runs GEM and MER one sample at a time (batch_size 1)")  # fmt: skip
 
 
 def build_strategy(config: AvalancheConfig, model: nn.Module, batch_size: int, device):
@@ -73,7 +79,7 @@ def build_strategy(config: AvalancheConfig, model: nn.Module, batch_size: int, d
     if config.strategy == "mer":
         return MER(
             mem_size=config.mer_buffer,
-            batch_size_mem=10,
+            batch_size_mem=config.mer_replay,
             n_inner_steps=config.mer_steps,
             beta=config.mer_beta,
             gamma=config.mer_gamma,
@@ -118,7 +124,7 @@ class AvalancheBaseline(StreamLearner):
         x = torch.cat([b[0] for b in self._batches])
         y = torch.cat([b[1] for b in self._batches])
         if self.strategy is None:
-            batch_size = len(self._batches[0][0])
+            batch_size = self.config.train_batch or len(self._batches[0][0])
             self.strategy = build_strategy(self.config, self.network, batch_size, self.device)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
