@@ -83,7 +83,6 @@ def test_a_sweeps_start_up_check_reads_only_its_cells_through_the_tag_index(stor
     store (bench/leaderboard_speed.py times it at 1k and 100k runs)."""
     import sqlite3
 
-    from benchmarks.store.reader import TAG_VALUE_INDEX
     from benchmarks.store.tracking import MlflowTracker
     from benchmarks.sweeps.in_store import store_state
 
@@ -110,13 +109,12 @@ def test_a_sweeps_start_up_check_reads_only_its_cells_through_the_tag_index(stor
     assert finished == {("maml", config, 0)} and closed == 0
     db = sqlite_path(store)
     with sqlite3.connect(db) as connection:
-        assert "mesabench_tags_key_value" in TAG_VALUE_INDEX
         plan = connection.execute(
             "EXPLAIN QUERY PLAN SELECT run_uuid FROM tags WHERE key = ? AND value IN (?)",
             ("mesabench.config_hash", config),
         ).fetchall()
     connection.close()
-    assert any("mesabench_tags_key_value" in str(step) for step in plan), plan
+    assert any("mesabench_tags_key_value_run" in str(step) for step in plan), plan
 
 
 def test_runs_of_one_configuration_share_its_params_but_never_each_others_seed(store):
@@ -136,6 +134,57 @@ def test_runs_of_one_configuration_share_its_params_but_never_each_others_seed(s
         assert lean[run_id].params["method.inner_lr"] == runs[run_id].params["method.inner_lr"]
         assert "mesabench.method" in lean[run_id].tags
         assert "mlflow.user" not in lean[run_id].tags and "mlflow.user" in runs[run_id].tags
+
+
+def test_a_boards_bulk_read_keeps_what_differs_between_runs_of_one_configuration(store):
+    """The bulk read (``Only``: a configuration's tags, params and metric names read once,
+    from a FINISHED run of it) gives each run its own seed, version, data digest, import
+    marks and metrics (NaN and missing ones too), where runs of one configuration differ
+    in them; a RUNNING run keeps its own heartbeat; a board of either read is the same."""
+    from mlflow.tracking import MlflowClient
+
+    from benchmarks.results.formats import render
+    from benchmarks.results.leaderboards import build_leaderboard, read_runs
+    from benchmarks.store.bulk import PROCESS_TAGS, RUN_TAGS
+    from benchmarks.store.reader import Only
+
+    first = fake_run(store, "maml", 0, {"final/test_loss": 0.5, "final/test_loss_ci95": 0.1})
+    second = fake_run(store, "maml", 1, {"final/test_loss": float("nan")}, version="0.0.9")
+    third = fake_run(store, "maml", 2, {"final/test_loss": 0.75, "final/test_loss_ci95": 0.2})
+    running = fake_run(store, "maml", 3, {}, status="RUNNING")
+    other = fake_run(store, "fomaml", 0, {"final/test_loss": 0.6})
+    client = MlflowClient(store)
+    client.set_tag(third, "mesabench.data_digest", "other-data")
+    client.set_tag(first, "mesabench.data_digest", "data")
+    client.set_tag(third, "mesabench.imported_from", "lab.mesabundle")
+    client.set_tag(third, "mesabench.source_run", "abc")
+    reader = open_reader(store)
+    experiment = reader.experiment_id("sinusoid-5shot")
+    full = {r.run_id: r for r in reader.runs(experiment)}
+    bulk = {r.run_id: r for r in reader.runs(experiment, only=Only())}
+    assert full.keys() == bulk.keys() == {first, second, third, running, other}
+    for run_id, run in full.items():
+        lean = bulk[run_id]
+        suite = {k: v for k, v in run.tags.items() if k.startswith("mesabench.")}
+        if run.status == "FINISHED":  # its process's tags are not read: absent, not another's
+            suite = {k: v for k, v in suite.items() if k not in PROCESS_TAGS}
+        assert dict(lean.tags) == suite, run_id
+        for key in (*RUN_TAGS, "mesabench.no_such_tag"):
+            assert lean.tags.get(key) == run.tags.get(key) and (key in lean.tags) == (
+                key in run.tags), (run_id, key)  # fmt: skip
+        assert dict(lean.metrics).keys() == run.metrics.keys()
+        for name, value in run.metrics.items():
+            assert lean.metrics[name] == value or (value != value and lean.metrics[name] != (
+                lean.metrics[name]))  # fmt: skip
+        assert "final/test_loss_ci95" in lean.metrics or "final/test_loss_ci95" not in run.metrics
+    assert bulk[running].tags["mesabench.heartbeat"] == full[running].tags["mesabench.heartbeat"]
+    assert bulk[third].tags["mesabench.data_digest"] == "other-data"
+    assert bulk[second].tags["mesabench.version"] == "0.0.9"
+    assert "mesabench.imported_from" not in bulk[first].tags
+    boards = [build_leaderboard(read_runs(reader, experiment, only=only), "sinusoid-5shot")
+              for only in (None, Only())]  # fmt: skip
+    assert render(boards[:1], "json") == render(boards[1:], "json")
+    assert "different data" in render(boards[1:], "json")
 
 
 def test_a_schema_the_direct_reader_does_not_know_is_read_through_mlflow(store, monkeypatch):

@@ -8,7 +8,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -16,10 +16,13 @@ from typing import Any
 from benchmarks.catalog.references import ReferenceRow
 from benchmarks.planning.config import ConfigError
 from benchmarks.results.statistics import PairedTest, SeedStats, seed_stats
+from benchmarks.store.bulk import values_of
 from benchmarks.store.bundles import IMPORTED_FROM_TAG, VERIFIED_TAG
 from benchmarks.store.reader import (
     DEPARTURES_TAG,
     TUNING_TAG,
+    ConfigParams,
+    SharedParams,
 )
 from mesabench_core import __version__
 
@@ -53,9 +56,9 @@ class RunRecord:
     status: str
     version: str
     start_time: datetime
-    params: dict[str, str]
-    tags: dict[str, str]
-    metrics: dict[str, float]
+    params: Mapping[str, str]
+    tags: Mapping[str, str]
+    metrics: Mapping[str, float]
     stale: bool = False
 
     def group_value(self, key: str) -> str:
@@ -93,8 +96,21 @@ class RunRecord:
         kind = ("kind", f"evaluation of a learner trained on "
                         f"{self.tags.get('mesabench.trained_on', '?')}"
                 if self.evaluation else "training")  # fmt: skip
-        compared = sorted((k, v) for k, v in self.params.items() if k.startswith(COMPARED_SECTIONS))
-        return (kind, *compared)
+        return (kind, *_compared(self.params))
+
+
+def _compared(params: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+    """The task and protocol settings among ``params``, sorted. Runs of one configuration
+    read from a SQLite store share one mapping of its settings (a :class:`ConfigParams`;
+    their own are seed, device and data root, none of them compared): computed once there."""
+    if isinstance(params, SharedParams) and isinstance(params.shared, ConfigParams) and not any(
+        k.startswith(COMPARED_SECTIONS) for k in params.own
+    ):
+        memo = params.shared.memo
+        if "compared" not in memo:
+            memo["compared"] = _compared(dict(params.shared))
+        return memo["compared"]
+    return tuple(sorted((k, v) for k, v in params.items() if k.startswith(COMPARED_SECTIONS)))
 
 
 @dataclass(frozen=True)
@@ -144,6 +160,8 @@ class LeaderboardRow:
     status: str = "ranked"
     #: Statistics already computed, per metric (a row's runs are fixed once it is built).
     _stats: dict[str, SeedStats] = field(default_factory=dict, repr=False, compare=False)
+    _by_seed: dict[str, dict[int, float]] = field(default_factory=dict, repr=False,
+                                                  compare=False)  # fmt: skip
 
     @property
     def seeds(self) -> list[int]:
@@ -169,11 +187,15 @@ class LeaderboardRow:
     def by_seed(self, metric: str) -> dict[int, float]:
         """The metric keyed by seed, for pairing. A row of one configuration has one run
         per seed; a row that pools configurations is paired on each seed's mean."""
-        grouped: dict[int, list[float]] = {}
-        for run in self.runs:
-            if metric in run.metrics:
-                grouped.setdefault(run.seed, []).append(run.metrics[metric])
-        return {seed: sum(v) / len(v) for seed, v in grouped.items()}
+        found = self._by_seed.get(metric)
+        if found is None:
+            grouped: dict[int, list[float]] = {}
+            values = values_of([run.metrics for run in self.runs], metric)
+            for run, value in zip(self.runs, values, strict=True):
+                if value is not None:
+                    grouped.setdefault(run.seed, []).append(value)
+            found = self._by_seed[metric] = {seed: sum(v) / len(v) for seed, v in grouped.items()}
+        return dict(found)
 
     def values(self, metric: str) -> list[float]:
         """One value per seed of the row, in seed order (a row that pools configurations

@@ -46,6 +46,7 @@ from benchmarks.results.board import (
 )
 from benchmarks.results.multiple_tests import holm, seeds_for_power
 from benchmarks.results.statistics import CONFIDENCE, PairedTest, paired_t_test
+from benchmarks.store.bulk import metric_names, param_keys
 from benchmarks.store.lifecycle import is_stale
 from benchmarks.store.reader import (
     RUN_LOCAL_SETTINGS,
@@ -301,7 +302,7 @@ def build_leaderboard(
     """
     declare_from_runs(records)
     run_filter = run_filter or RunFilter()
-    recorded = sorted({k for r in records if r.method != "?" for k in r.params})
+    recorded = sorted(param_keys([r.params for r in records if r.method != "?"]))
     if records:  # a key no run recorded would silently filter out or pool everything
         run_filter = dataclasses.replace(run_filter, params={
             resolve_setting_key(k, recorded, "--param"): v for k, v in run_filter.params.items()
@@ -331,7 +332,7 @@ def build_leaderboard(
             row.other_setting, row.status = _differ(other, setting), "other settings"
             elsewhere.append(row)
     published = references_for(benchmark, spec_references) if references else []
-    names = {m for row in ours + elsewhere for r in row.runs for m in r.metrics}
+    names = metric_names([r.metrics for row in ours + elsewhere for r in row.runs])
     names |= {m for ref in published for m in ref.metrics}
     columns = default_columns(names, headline if headline is not None else headline_of(benchmark))
     if metric is not None:

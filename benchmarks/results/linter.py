@@ -25,10 +25,12 @@ def row_findings(row: LeaderboardRow) -> list[str]:
                     "was measured under"]  # fmt: skip
         return []
     findings: list[str] = []
-    for run in row.runs:
-        for finding in json.loads(run.tags.get(LINT_TAG, "[]")):
+    # Each distinct value once (a row's runs mostly share theirs), in the runs' order.
+    for text in dict.fromkeys(run.tags.get(LINT_TAG, "[]") for run in row.runs):
+        for finding in json.loads(text):
             if finding not in findings:
                 findings.append(finding)
+    for run in row.runs:
         selected = run.tags.get(SELECTED_ON_TAG, "")
         if "test" in selected.lower():
             note = f"model selected on test data ({selected}) in run {run.run_id[:8]}"

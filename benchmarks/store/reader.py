@@ -39,9 +39,18 @@ DEPARTURES_TAG = "mesabench.departures"
 #: How a run computed where its method chose for the device (``RunPlan.execution_choices``,
 #: e.g. ``{"task_batching": "loop"}``), as a JSON object: the run's own, like its device.
 EXECUTION_TAG = "mesabench.execution"
-#: An index our SQLite stores add to MLflow's schema (``client.open_store``): tags by key
-#: and value, so that the runs of given cells are found without reading every run's tags.
-TAG_VALUE_INDEX = "CREATE INDEX IF NOT EXISTS mesabench_tags_key_value ON tags (key, value)"
+#: Indexes our SQLite stores add to MLflow's schema (``client.open_store``), each holding
+#: every column its reads need (SQLite then never visits the table):
+#: - tags by key and value, with the run: the runs of given cells are found without reading
+#:   every run's tags, and one tag of every run is read in one pass (a board's seeds);
+#: - final metrics by key, with the run and value: a board reads one metric of every run.
+#: It replaces the (key, value) index of stores made before.
+STORE_INDEXES = (
+    "CREATE INDEX IF NOT EXISTS mesabench_tags_key_value_run ON tags (key, value, run_uuid)",
+    "DROP INDEX IF EXISTS mesabench_tags_key_value",
+    "CREATE INDEX IF NOT EXISTS mesabench_latest_metrics_key_run ON latest_metrics "
+    "(key, run_uuid, value, is_nan)",
+)
 
 
 def default_tracking_uri() -> str:
@@ -168,11 +177,13 @@ class StoredRun:
     name: str
     status: str
     start_ms: int | None
-    tags: dict[str, str]
+    #: A dict, or a :class:`~benchmarks.store.bulk.SharedTags` (a board's bulk read).
+    tags: Mapping[str, str]
     #: A dict, or a :class:`SharedParams` (runs of one configuration share its mapping).
     params: Mapping[str, str]
-    #: The run's ``final/`` metrics (NaN as float NaN).
-    metrics: dict[str, float]
+    #: The run's ``final/`` metrics (NaN as float NaN): a dict, or a
+    #: :class:`~benchmarks.store.bulk.ColumnMetrics` (a board's bulk read).
+    metrics: Mapping[str, float]
 
 
 #: A filter on one tag: runs whose tag ``key`` has one of ``values``.
@@ -227,6 +238,17 @@ class SharedParams(Mapping[str, str]):
 
     def __repr__(self) -> str:
         return repr(dict(self))
+
+
+class ConfigParams(dict):
+    """One configuration's params (shared by its runs' :class:`SharedParams`), with a memo
+    for what is computed from them once for all those runs (a board's compared settings)."""
+
+    __slots__ = ("memo",)
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.memo: dict = {}
 
 
 class _Strings:
@@ -314,7 +336,7 @@ class SqliteReader:
 
     def run(self, run_id: str) -> StoredRun | None:
         def direct(connection):
-            found = self._select(connection, "run_uuid = ?", (run_id,), None)
+            found = self._select(connection, "run_uuid = ?", (run_id,))
             return found[0] if found else None
 
         return self._read(direct, lambda reader: reader.run(run_id), None)
@@ -325,7 +347,7 @@ class SqliteReader:
         condition, args = "experiment_id = ? AND lifecycle_stage = 'active'", [experiment]
         if where is not None:
             # The matching runs first, through the (key, value) index our stores carry
-            # (TAG_VALUE_INDEX): a sweep's few cells cost the same in any size of store.
+            # (STORE_INDEXES): a sweep's few cells cost the same in any size of store.
             key, values = where
             values = sorted(set(values))
             if not values:
@@ -342,10 +364,88 @@ class SqliteReader:
             if not ids:
                 return []
             condition, args = f"run_uuid IN ({','.join('?' * len(ids))})", ids
-        return self._select(connection, condition, tuple(args), only)
+        if only is not None:
+            return self._select_bulk(connection, condition, tuple(args), only)
+        return self._select(connection, condition, tuple(args))
+
+    def _select_bulk(self, connection, condition: str, args: tuple, only: Only) -> list[StoredRun]:
+        """The runs matching ``condition`` as a board reads them (:mod:`.bulk`): per run,
+        its :data:`~.bulk.RUN_TAGS` and those ``only`` names (every suite tag of a run not
+        FINISHED: its heartbeat says whether it is stale); per configuration, the tags,
+        params and metric names of one FINISHED run of it; metrics by column, when asked."""
+        from benchmarks.store.bulk import RUN_TAGS, ColumnMetrics, MetricColumns, SharedTags
+
+        text = _Strings()
+        rows = connection.execute(
+            f"SELECT run_uuid, name, status, start_time FROM runs WHERE {condition}", args
+        ).fetchall()
+        own: dict[str, dict] = {r[0]: {} for r in rows}
+        query, by_id = "SELECT run_uuid, value FROM tags WHERE key = ?", len(own) <= 500
+        if by_id:  # a few runs (a filter's): asked for by id, not found by scanning
+            query += f" AND run_uuid IN (SELECT run_uuid FROM runs WHERE {condition})"
+        for key in sorted({*RUN_TAGS, *only.tag_keys}):
+            # One key at a time over the (key, value, run_uuid) index (STORE_INDEXES).
+            key = intern(key)
+            for run_id, value in connection.execute(query, (key, *args) if by_id else (key,)):
+                bucket = own.get(run_id)
+                if bucket is not None:
+                    bucket[key] = text(value)
+        carrier: dict[str, str] = {}
+        for run_id, *_ in sorted(rows, key=lambda r: r[2] != "FINISHED"):
+            carrier.setdefault(own[run_id].get("mesabench.config_hash", run_id), run_id)
+        unfinished = [r[0] for r in rows if r[2] != "FINISHED"]
+        suite_tags = ("(key >= 'mesabench.' AND key < 'mesabench/') OR key IN "
+                      f"({','.join('?' * (1 + len(only.tag_keys)))})")  # fmt: skip
+        suite_args = ("mlflow.parentRunId", *sorted(only.tag_keys))
+        config_tags: dict[str, dict] = {run_id: {} for run_id in carrier.values()}
+        full: dict[str, dict] = {run_id: {} for run_id in carrier.values()}
+        names: dict[str, set] = {run_id: set() for run_id in carrier.values()}
+        for chunk in _chunks(list(full)):
+            marks = ",".join("?" * len(chunk))
+            query = (f"SELECT run_uuid, key, value FROM tags WHERE run_uuid IN ({marks}) AND "
+                     f"({suite_tags})")  # fmt: skip
+            for run_id, key, value in connection.execute(query, (*chunk, *suite_args)):
+                config_tags[run_id][intern(key)] = text(value)
+            query = f"SELECT run_uuid, key, value FROM params WHERE run_uuid IN ({marks})"
+            for run_id, key, value in connection.execute(query, chunk):
+                full[run_id][text(key)] = text(value)
+            query = (f"SELECT run_uuid, key FROM latest_metrics WHERE run_uuid IN ({marks}) AND "
+                     "key >= 'final/' AND key < 'final0'")  # fmt: skip
+            for run_id, key in connection.execute(query, chunk):
+                names[run_id].add(intern(key))
+        for chunk in _chunks(unfinished):
+            query = (f"SELECT run_uuid, key, value FROM tags WHERE run_uuid IN "
+                     f"({','.join('?' * len(chunk))}) AND ({suite_tags})")  # fmt: skip
+            for run_id, key, value in connection.execute(query, (*chunk, *suite_args)):
+                own[run_id].setdefault(intern(key), value)
+        local: dict[str, dict] = {r[0]: {} for r in rows}
+        if only.run_local:
+            marks = ",".join("?" * len(RUN_LOCAL_SETTINGS))
+            query = (f"SELECT run_uuid, key, value FROM params WHERE key IN ({marks}) AND "
+                     f"run_uuid IN (SELECT run_uuid FROM runs WHERE {condition})")  # fmt: skip
+            for run_id, key, value in connection.execute(query, (*RUN_LOCAL_SETTINGS, *args)):
+                if run_id in local:
+                    local[run_id][text(key)] = text(value)
+        shared = {config: ConfigParams((k, v) for k, v in full[run_id].items()
+                                       if k not in RUN_LOCAL_SETTINGS)
+                  for config, run_id in carrier.items()}  # fmt: skip
+        tuples: dict[tuple, tuple] = {}  # one tuple per distinct set of metric names
+        metric_names = {config: tuples.setdefault(t, t) for config, run_id in carrier.items()
+                        for t in [tuple(sorted(names[run_id]))]}  # fmt: skip
+        columns = MetricColumns(self._connect, own)
+        runs = []
+        for run_id, name, status, start in rows:
+            config = own[run_id].get("mesabench.config_hash", run_id)
+            runs.append(StoredRun(
+                run_id, name or "", status, start,
+                SharedTags(config_tags[carrier[config]], own[run_id]),
+                SharedParams(shared[config], local[run_id]),
+                ColumnMetrics(run_id, metric_names[config], columns),
+            ))  # fmt: skip
+        return runs
 
     @staticmethod
-    def _select(connection, condition: str, args: tuple, only: Only | None) -> list[StoredRun]:
+    def _select(connection, condition: str, args: tuple) -> list[StoredRun]:
         """The runs matching ``condition``, their tags and ``final/`` metrics, and their
         params: each configuration's read once (from one FINISHED run of it) and only the
         run-local settings per run, which holds 100,000 runs in memory and time."""
@@ -358,14 +458,6 @@ class SqliteReader:
         selected = f"SELECT run_uuid FROM runs WHERE {condition}"
         query = f"SELECT run_uuid, key, value FROM tags WHERE run_uuid IN ({selected})"
         tag_args = args
-        if only is not None:
-            keys = ["mlflow.parentRunId", *sorted(only.tag_keys)]
-            # Ranges, not LIKE: a plain comparison per row is measurably cheaper.
-            query += (
-                " AND ((key >= 'mesabench.' AND key < 'mesabench/') OR key IN "
-                f"({','.join('?' * len(keys))}))"
-            )
-            tag_args = (*args, *keys)
         for run_id, key, value in connection.execute(query, tag_args):
             bucket = tags.get(run_id)
             if bucket is not None:  # keys repeat in every run: one copy of each
@@ -401,27 +493,29 @@ class SqliteReader:
             f"SELECT run_uuid, key, value FROM params WHERE key IN ({keys}) AND run_uuid IN "
             f"({selected})"
         )
-        if only is None or only.run_local:
-            for run_id, key, value in connection.execute(query, (*RUN_LOCAL_SETTINGS, *args)):
-                if run_id in own:
-                    own[run_id][text(key)] = text(value)
+        for run_id, key, value in connection.execute(query, (*RUN_LOCAL_SETTINGS, *args)):
+            if run_id in own:
+                own[run_id][text(key)] = text(value)
         # A configuration's mapping without the carrier's own seed, device and data root:
         # each run has its own (or, where not read, none rather than another run's).
         shared = {
-            config: {k: v for k, v in full[run_id].items() if k not in RUN_LOCAL_SETTINGS}
+            config: ConfigParams((k, v) for k, v in full[run_id].items()
+                                 if k not in RUN_LOCAL_SETTINGS)
             for config, run_id in carrier.items()
-        }
+        }  # fmt: skip
         runs = []
         for run_id, name, status, start in rows:
             config = tags[run_id].get("mesabench.config_hash", run_id)
-            params = (
-                full[run_id]
-                if run_id in full and (only is None or only.run_local)
-                else SharedParams(shared[config], own[run_id])
-            )
+            params = full[run_id] if run_id in full else SharedParams(shared[config], own[run_id])
             runs.append(StoredRun(run_id, name or "", status, start, tags[run_id], params,
                                   metrics[run_id]))  # fmt: skip
         return runs
+
+
+def _chunks(items: list, size: int = 500):
+    """``items`` in slices SQLite's parameter limit takes."""
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
 
 
 class RestReader:

@@ -1,0 +1,186 @@
+"""Runs read in bulk for a board: what a configuration shares is held once, and each final
+metric is read as one column for every run when it is first asked for.
+
+A board of 100,000 runs reads ~20 tags, ~40 params and ~25 final metrics per run: 8.5
+million values, of which a board shows a few per run. Runs of one configuration (one
+``mesabench.config_hash``) share their plan's tags and params, so those are read once per
+configuration (:class:`SharedTags`, and the reader's ``SharedParams``); only the tags that
+can differ between its runs (:data:`RUN_TAGS`) are read per run. Metrics are read by name
+(:class:`MetricColumns`): the columns a board ranks and shows, each one SQL query over an
+index, not every metric of every run.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Collection, Iterator, Mapping
+
+#: The tags read for every run of a bulk read: those that tell runs of one configuration
+#: apart (seed, the suite version and a plugin's code that made it, where it came from, a
+#: tune's role) and those that group runs. A configuration's other tags are its carrier's.
+RUN_TAGS = (
+    "mesabench.seed", "mesabench.config_hash", "mesabench.method", "mesabench.version",
+    "mesabench.method_code", "mesabench.tuning", "mesabench.departures", "mlflow.parentRunId",
+    # a bundle's runs (benchmarks.store.bundles) and what verify found of them
+    "mesabench.imported_from", "mesabench.imported_at", "mesabench.bundle_digest",
+    "mesabench.source_run", "mesabench.verified",
+    # the protocol linter's (benchmarks.planning.lint): data files can differ between seeds
+    "mesabench.lint", "mesabench.selected_on", "mesabench.data_digest",
+)  # fmt: skip
+#: Tags of one run's process and machine, which no board of FINISHED runs reads: never
+#: taken from the configuration's carrier (a run not FINISHED has its own, read whole).
+PROCESS_TAGS = (
+    "mesabench.heartbeat", "mesabench.heartbeat_utc", "mesabench.heartbeat_interval_s",
+    "mesabench.host", "mesabench.pid", "mesabench.process_start", "mesabench.machine",
+    "mesabench.torch_version", "mesabench.execution",
+)  # fmt: skip
+#: Tags a run has only if read for it: never its configuration's.
+_RUN_TAGS = frozenset(RUN_TAGS + PROCESS_TAGS)
+_NAN = float("nan")
+
+
+class SharedTags(Mapping[str, str]):
+    """A run's tags: its configuration's (one mapping shared by its runs, read from one
+    FINISHED run of it) with the run's own :data:`RUN_TAGS` on top; its
+    :data:`PROCESS_TAGS` only where they were read for it (a run not FINISHED)."""
+
+    __slots__ = ("shared", "own")
+
+    def __init__(self, shared: Mapping[str, str], own: dict[str, str]):
+        self.shared, self.own = shared, own
+
+    def __getitem__(self, key: str) -> str:
+        if key in self.own:
+            return self.own[key]
+        if key in _RUN_TAGS:  # read for the run, or not at all: never another run's
+            raise KeyError(key)
+        return self.shared[key]
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.own or (key not in _RUN_TAGS and key in self.shared)
+
+    def get(self, key: str, default=None):
+        # Called for several tags of every run of a board: dict lookups only.
+        own = self.own
+        if key in own:
+            return own[key]
+        return default if key in _RUN_TAGS else self.shared.get(key, default)
+
+    def __iter__(self) -> Iterator[str]:
+        yield from self.own
+        yield from (k for k in self.shared if k not in self.own and k not in _RUN_TAGS)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+    def __repr__(self) -> str:
+        return repr(dict(self))
+
+
+class MetricColumns:
+    """The final metrics of a read's runs, one metric (for all of them) at a time: read
+    when first asked for, through ``connect`` (a new read-only connection), and kept."""
+
+    def __init__(self, connect: Callable[[], sqlite3.Connection], ids: Collection[str]):
+        self._connect = connect
+        self._ids = ids if isinstance(ids, (set, frozenset)) else set(ids)
+        self._columns: dict[str, dict[str, float]] = {}
+
+    def column(self, name: str) -> dict[str, float]:
+        found = self._columns.get(name)
+        if found is None:
+            found = self._columns[name] = self._read(name)
+        return found
+
+    def _read(self, name: str) -> dict[str, float]:
+        # MLflow stores NaN as value 0 with is_nan set. Over the (key, run_uuid) index, all
+        # runs that logged the metric, kept where they are this read's (a read of a few
+        # runs asks for them by id instead).
+        query = "SELECT run_uuid, value, is_nan FROM latest_metrics WHERE key = ?"
+        ids, args = self._ids, [name]
+        if len(ids) <= 500:
+            query += f" AND run_uuid IN ({','.join('?' * len(ids))})"
+            args += list(ids)
+        connection = self._connect()
+        try:
+            return {
+                run_id: _NAN if is_nan else value
+                for run_id, value, is_nan in connection.execute(query, args)
+                if run_id in ids
+            }
+        finally:
+            connection.close()
+
+
+class ColumnMetrics(Mapping[str, float]):
+    """One run's final metrics, read from the shared :class:`MetricColumns`. ``names`` are
+    its configuration's (one tuple shared by its runs): iterating checks which this run has
+    (which reads those columns); looking one metric up reads only that one."""
+
+    __slots__ = ("run_id", "names", "columns")
+
+    def __init__(self, run_id: str, names: tuple[str, ...], columns: MetricColumns):
+        self.run_id, self.names, self.columns = run_id, names, columns
+
+    def __getitem__(self, name: str) -> float:
+        return self.columns.column(name)[self.run_id]
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and self.run_id in self.columns.column(name)
+
+    def get(self, name: str, default=None):
+        return self.columns.column(name).get(self.run_id, default)
+
+    def __iter__(self) -> Iterator[str]:
+        return (n for n in self.names if self.run_id in self.columns.column(n))
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+    def __repr__(self) -> str:
+        return repr(dict(self))
+
+
+def values_of(metrics: list[Mapping[str, float]], name: str) -> list[float | None]:
+    """The metric ``name`` of each of ``metrics`` (None where a run has none): one column
+    read where they are bulk-read runs of one read, not a lookup through each mapping."""
+    first = metrics[0] if metrics else None
+    if isinstance(first, ColumnMetrics) and all(
+        isinstance(m, ColumnMetrics) and m.columns is first.columns for m in metrics
+    ):
+        column = first.columns.column(name)
+        return [column.get(m.run_id) for m in metrics]
+    return [m.get(name) for m in metrics]
+
+
+def param_keys(params: Collection[Mapping[str, str]]) -> set[str]:
+    """The param names over many runs' ``params``: each configuration's shared mapping
+    walked once where the runs share one (``SharedParams``), not once per run."""
+    from benchmarks.store.reader import SharedParams
+
+    keys: set[str] = set()
+    seen: set[int] = set()
+    for mapping in params:
+        if isinstance(mapping, SharedParams):
+            keys.update(mapping.own)
+            if id(mapping.shared) not in seen:
+                seen.add(id(mapping.shared))
+                keys.update(mapping.shared)
+        else:
+            keys.update(mapping)
+    return keys
+
+
+def metric_names(metrics: Collection[Mapping[str, float]]) -> set[str]:
+    """The metric names over many runs' ``metrics``: from each configuration's names where
+    the runs were read in bulk (one tuple per configuration, not one walk per run)."""
+    names: set[str] = set()
+    seen: set[int] = set()
+    for mapping in metrics:
+        if isinstance(mapping, ColumnMetrics):
+            if id(mapping.names) not in seen:
+                seen.add(id(mapping.names))
+                names.update(mapping.names)
+        else:
+            names.update(mapping)
+    return names
