@@ -165,7 +165,8 @@ def test_sweeps_run_together_share_the_workers_and_keep_their_own_parents(
 ):
     """Two one-cell sweeps through one pool of two workers: their cells run at the same
     time (both are held at a record at once, which one worker could not do), each under
-    its own parent, and a second call runs nothing."""
+    its own parent, both parents kept alive by one heartbeat, and a second call runs
+    nothing."""
     import threading
 
     from benchmarks.store.tracking import MlflowTracker
@@ -188,6 +189,10 @@ def test_sweeps_run_together_share_the_workers_and_keep_their_own_parents(
         db = Path(store.removeprefix("sqlite:///"))
         wait_for(lambda: runs_recording(db) >= 2 or not sweeping.is_alive(),
                  "both cells held at their first record", timeout=300)  # fmt: skip
+        # One heartbeat thread beats for both parents (one per parent exhausted the
+        # client's connection pool on a table of 34 lines).
+        beats = [t for t in threading.enumerate() if t.name == "mesabench-heartbeat"]
+        assert len(beats) == 1, beats
     finally:
         hold.unlink()
         sweeping.join(timeout=600)

@@ -73,12 +73,11 @@ def run_sweep(
 
 @dataclass
 class _Running:
-    """One sweep's bookkeeping while its cells run: its parent run, heartbeat and result."""
+    """One sweep's bookkeeping while its cells run: its parent run and result."""
 
     spec: SweepSpec
     hashes: dict[Cell, str]
     parent: str
-    heartbeat: Any
     result: SweepResult
     todo: list[Cell]
 
@@ -122,7 +121,15 @@ def run_sweeps(
     # Whatever stops the sweeps early (Ctrl-C, a lost Ray head, a store error while the
     # later parents open), every parent already opened is closed KILLED, with the cells
     # that did finish counted: resumable, never left RUNNING.
+    from benchmarks.store.lifecycle import Heartbeat
+    from benchmarks.store.tracking import write_tags
+
     failure: BaseException | None = None
+    # One heartbeat thread beats for every open parent, one write after another: a thread
+    # per parent (a table of 34 lines) held more of the client's pooled connections than
+    # it has while SQLite serialised their writes, and beats were lost to pool timeouts.
+    heartbeat = Heartbeat(lambda tags: [write_tags(tracker.client, sweep.parent, tags)
+                                        for sweep in list(running)])  # fmt: skip
     try:
         for spec, hashes in zip(specs, planned, strict=True):
             # Held while the parent is written: acted on once it is in ``running``, where an
@@ -132,6 +139,7 @@ def run_sweeps(
                 running.append(_start_sweep(spec, hashes, tracker, say))
             finally:
                 held.release()
+        heartbeat.start()
         jobs = [
             ((index, cell), cell_request(sweep.spec, cell, tracker.uri, sweep.parent))
             for index, sweep in enumerate(running)
@@ -146,8 +154,7 @@ def run_sweeps(
         for sweep in running:
             sweep.result.interrupted = True
     finally:
-        for sweep in running:
-            sweep.heartbeat.stop()
+        heartbeat.stop()
         if pool is None and isinstance(runner, LocalBackend):
             runner.close()
     for sweep in running:
@@ -165,7 +172,7 @@ def run_sweeps(
 
 def _start_sweep(spec: SweepSpec, hashes: dict[Cell, str], tracker, say) -> _Running:
     """Find what the store already holds, open (or re-open) the parent run."""
-    from benchmarks.store.lifecycle import Heartbeat, process_tags
+    from benchmarks.store.lifecycle import heartbeat_tags, process_tags
     from benchmarks.store.tracking import write_tags
 
     result = SweepResult()
@@ -178,12 +185,12 @@ def _start_sweep(spec: SweepSpec, hashes: dict[Cell, str], tracker, say) -> _Run
         else:
             todo.append(cell)
     parent = parent_run(tracker, spec)
-    write_tags(tracker.client, parent, process_tags())  # this driver runs it now (paused != dead)
-    heartbeat = Heartbeat(lambda tags: write_tags(tracker.client, parent, tags)).start()
+    # This driver runs it now (paused != dead), beating from now on (run_sweeps' heartbeat).
+    write_tags(tracker.client, parent, {**process_tags(), **heartbeat_tags()})
     lost = f", {result.lost} lost run(s) closed as FAILED" if result.lost else ""
     say(f"sweep {spec.sweep_id()}: {len(todo)} to run, {len(result.skipped)} already "
         f"finished{lost}")  # fmt: skip
-    return _Running(spec, hashes, parent, heartbeat, result, todo)
+    return _Running(spec, hashes, parent, result, todo)
 
 
 def _record_cell(sweep: _Running, tracker, cell: Cell, code: int, output: str, say) -> None:
