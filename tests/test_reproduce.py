@@ -451,6 +451,14 @@ def test_thesis_45_judges_every_published_row_ra_and_bti_and_holds_the_margins()
         "reproduced")  # fmt: skip
     assert judge(margin, {s: v + 0.014 for s, v in lamaml.items()}, lamaml).verdict == (
         "not reproduced")  # fmt: skip
+    assert margin.provenance == "derived"  # the table's means; the text states no size
+    # The text's relation: matching (at most one point below, ours) or better.
+    text = next(c for c in table.claims if c.label == "sparse_lamaml matches or beats lamaml, "
+                "mnist-permutations (paired)")  # fmt: skip
+    assert text.provenance == "published" and "matching or slightly improved" in text.cite
+    assert judge(text, tie, lamaml).verdict == "reproduced"
+    assert judge(text, {s: v - 0.02 for s, v in lamaml.items()}, lamaml).verdict == (
+        "not reproduced")  # fmt: skip
 
 
 # The MER authors' script (mattriemer/MER at 4b7b9c9, mer_examples.sh), written out here

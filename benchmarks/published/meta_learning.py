@@ -73,12 +73,23 @@ def _thesis_45() -> Table:
                 )  # fmt: skip
         gain = rows["sparse_lamaml"][0] - rows["lamaml"][0]
         claims.append(
+            Claim(f"sparse_lamaml matches or beats lamaml, {benchmark} (paired)",
+                  benchmark, "sparse_lamaml", "final/ra", budget={"quick": quick},
+                  versus=f"lamaml RA, {benchmark}", check="at_least",
+                  tolerance=round(_MARGIN_SLACK / 100, 6), cost_s=claims[-1].cost_s,
+                  cite="thesis sec. 4.4.1: 'matching or slightly improved performances when "
+                  "using our binary gradient mask across all three MNIST variants'; "
+                  f"'matching' as at most {_MARGIN_SLACK:g} point below is ours")
+        )  # fmt: skip
+        claims.append(
             Claim(f"sparse_lamaml above lamaml by {gain:.2f} points, {benchmark} (paired)",
                   benchmark, "sparse_lamaml", "final/ra", budget={"quick": quick},
                   versus=f"lamaml RA, {benchmark}", check="at_least",
                   tolerance=round((_MARGIN_SLACK - gain) / 100, 6), cost_s=claims[-1].cost_s,
-                  cite=f"thesis table 4.5 ({rows['sparse_lamaml'][0]:.2f} - "
-                  f"{rows['lamaml'][0]:.2f}, less {_MARGIN_SLACK:g} point)")
+                  provenance="derived",
+                  cite=f"the difference of thesis table 4.5's means ({rows['sparse_lamaml'][0]:.2f}"
+                  f" - {rows['lamaml'][0]:.2f}), less {_MARGIN_SLACK:g} point; the text claims "
+                  "no size")
         )  # fmt: skip
     return Table(
         "thesis-4.5",
@@ -87,8 +98,10 @@ def _thesis_45() -> Table:
         tuple(claims),
         seeds="0-4",
         note="Band: 2 points of RA or BTI (ours; the table's stds are 0.07-1.99 points). "
-        f"sparse-La-MAML's lead over La-MAML is held to the published difference less "
-        f"{_MARGIN_SLACK:g} point (paired over seeds). La-MAML's and sparse-La-MAML's settings "
+        "sparse-La-MAML against La-MAML, paired over seeds: the text's 'matching or slightly "
+        f"improved' (at most {_MARGIN_SLACK:g} point below), and the size of the table's "
+        f"difference of means less {_MARGIN_SLACK:g} point (derived: the text states no "
+        "size). La-MAML's and sparse-La-MAML's settings "
         "are La-MAML's public code's (run_experiments.sh: 200 / 200 / 500 memories, 5 / 5 / 10 "
         "glances; alpha_0 and gamma_m the thesis grid-searched without stating them). The "
         "thesis states no baseline setting: GEM, MER and online SGD run at the MER authors' "
