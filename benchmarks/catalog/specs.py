@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from benchmarks.catalog.references import MER_CODE_BASELINES, PER_SAMPLE
+from benchmarks.catalog.baseline_settings import MER_CODE_BASELINES, PER_SAMPLE
 from benchmarks.protocols import ContinualConfig, EpisodicConfig, OnlineConfig, protocol_for
 from mesabench_core import as_dict
 from mesabench_datasets.dynamics import LinDynConfig
@@ -378,7 +378,7 @@ for _dataset, (_title, _source) in _FEWSHOT_SETS.items():
 # La-MAML paper's settings per stream; they reach every method that has such a field.
 _LAMAML_TABLE = "Gupta et al. 2020 / thesis table 4.5 (RA / BTI, 5 seeds)"
 # The baselines' settings are the MER authors' code's, one sample per step as there
-# (benchmarks.catalog.references.MER_CODE_BASELINES says where each number is).
+# (benchmarks.catalog.baseline_settings.MER_CODE_BASELINES says where each number is).
 def _baselines(stream: str) -> dict[str, dict]:
     return {method: {**settings, PER_SAMPLE[method]: 1}
             for method, settings in MER_CODE_BASELINES[stream].items()}  # fmt: skip

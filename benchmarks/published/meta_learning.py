@@ -5,12 +5,8 @@ OSAKA online fast adaptation (thesis table 4.6), and sparse-MAML's few-shot chap
 
 from __future__ import annotations
 
-from benchmarks.catalog.references import (
-    MER_CODE_BASELINES,
-    PER_SAMPLE,
-    THESIS_TABLE_43,
-    THESIS_TABLE_45,
-)
+from benchmarks.catalog.baseline_settings import MER_CODE_BASELINES, PER_SAMPLE
+from benchmarks.catalog.references import THESIS_TABLE_43, THESIS_TABLE_45
 from benchmarks.published.claims import PRESETS, Check, Claim, Table
 from benchmarks.published.figures import Panel, Points, TableFigure
 

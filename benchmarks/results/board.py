@@ -16,13 +16,11 @@ from typing import Any
 from benchmarks.catalog.references import ReferenceRow
 from benchmarks.planning.config import ConfigError
 from benchmarks.results.statistics import PairedTest, SeedStats, seed_stats
-from benchmarks.store.bulk import values_of
+from benchmarks.store.bulk import ConfigParams, SharedParams, values_of
 from benchmarks.store.bundles import IMPORTED_FROM_TAG, VERIFIED_TAG
 from benchmarks.store.reader import (
     DEPARTURES_TAG,
     TUNING_TAG,
-    ConfigParams,
-    SharedParams,
 )
 from mesabench_core import __version__
 

@@ -4,7 +4,7 @@ metric is read as one column for every run when it is first asked for.
 A board of 100,000 runs reads ~20 tags, ~40 params and ~25 final metrics per run: 8.5
 million values, of which a board shows a few per run. Runs of one configuration (one
 ``mesabench.config_hash``) share their plan's tags and params, so those are read once per
-configuration (:class:`SharedTags`, and the reader's ``SharedParams``); only the tags that
+configuration (:class:`SharedTags`, :class:`SharedParams`); only the tags that
 can differ between its runs (:data:`RUN_TAGS`) are read per run. Metrics are read by name
 (:class:`MetricColumns`): the columns a board ranks and shows, each one SQL query over an
 index, not every metric of every run.
@@ -14,6 +14,41 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable, Collection, Iterator, Mapping
+
+
+class SharedParams(Mapping[str, str]):
+    """A run's params: its configuration's (one mapping shared by every run of that config
+    hash, read once) with its own :data:`RUN_LOCAL_SETTINGS` on top."""
+
+    __slots__ = ("shared", "own")
+
+    def __init__(self, shared: dict[str, str], own: dict[str, str]):
+        self.shared, self.own = shared, own
+
+    def __getitem__(self, key: str) -> str:
+        return self.own[key] if key in self.own else self.shared[key]
+
+    def __iter__(self):
+        yield from self.own
+        yield from (k for k in self.shared if k not in self.own)
+
+    def __len__(self) -> int:
+        return len(self.shared) + sum(1 for k in self.own if k not in self.shared)
+
+    def __repr__(self) -> str:
+        return repr(dict(self))
+
+
+class ConfigParams(dict):
+    """One configuration's params (shared by its runs' :class:`SharedParams`), with a memo
+    for what is computed from them once for all those runs (a board's compared settings)."""
+
+    __slots__ = ("memo",)
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.memo: dict = {}
+
 
 #: The tags read for every run of a bulk read: those that tell runs of one configuration
 #: apart (seed, the suite version and a plugin's code that made it, where it came from, a
@@ -156,8 +191,6 @@ def values_of(metrics: list[Mapping[str, float]], name: str) -> list[float | Non
 def param_keys(params: Collection[Mapping[str, str]]) -> set[str]:
     """The param names over many runs' ``params``: each configuration's shared mapping
     walked once where the runs share one (``SharedParams``), not once per run."""
-    from benchmarks.store.reader import SharedParams
-
     keys: set[str] = set()
     seen: set[int] = set()
     for mapping in params:

@@ -25,6 +25,14 @@ from pathlib import Path
 from sys import intern
 from typing import Protocol
 
+from benchmarks.store.bulk import (
+    RUN_TAGS,
+    ColumnMetrics,
+    ConfigParams,
+    MetricColumns,
+    SharedParams,
+    SharedTags,
+)
 from mesabench_core import RUN_LOCAL_SETTINGS, ConfigError
 
 log = logging.getLogger("mesabench")
@@ -217,40 +225,6 @@ class StoreReader(Protocol):
     def run(self, run_id: str) -> StoredRun | None: ...
 
 
-class SharedParams(Mapping[str, str]):
-    """A run's params: its configuration's (one mapping shared by every run of that config
-    hash, read once) with its own :data:`RUN_LOCAL_SETTINGS` on top."""
-
-    __slots__ = ("shared", "own")
-
-    def __init__(self, shared: dict[str, str], own: dict[str, str]):
-        self.shared, self.own = shared, own
-
-    def __getitem__(self, key: str) -> str:
-        return self.own[key] if key in self.own else self.shared[key]
-
-    def __iter__(self):
-        yield from self.own
-        yield from (k for k in self.shared if k not in self.own)
-
-    def __len__(self) -> int:
-        return len(self.shared) + sum(1 for k in self.own if k not in self.shared)
-
-    def __repr__(self) -> str:
-        return repr(dict(self))
-
-
-class ConfigParams(dict):
-    """One configuration's params (shared by its runs' :class:`SharedParams`), with a memo
-    for what is computed from them once for all those runs (a board's compared settings)."""
-
-    __slots__ = ("memo",)
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.memo: dict = {}
-
-
 class _Strings:
     """One copy of each repeated string: 100,000 runs share a few thousand distinct param
     keys and values, and holding each once keeps a large store's read in memory."""
@@ -373,8 +347,6 @@ class SqliteReader:
         its :data:`~.bulk.RUN_TAGS` and those ``only`` names (every suite tag of a run not
         FINISHED: its heartbeat says whether it is stale); per configuration, the tags,
         params and metric names of one FINISHED run of it; metrics by column, when asked."""
-        from benchmarks.store.bulk import RUN_TAGS, ColumnMetrics, MetricColumns, SharedTags
-
         text = _Strings()
         rows = connection.execute(
             f"SELECT run_uuid, name, status, start_time FROM runs WHERE {condition}", args

@@ -78,9 +78,10 @@ class ReplaySGD(StreamLearner):
     def observe(self, x: Tensor, y: Tensor) -> dict[str, float]:
         size = self.config.step_batch or len(x)
         losses = [self._step(x[i : i + size], y[i : i + size]) for i in range(0, len(x), size)]
-        return {"loss": sum(losses) / len(losses)}
+        # One synchronisation per incoming batch, after all its steps were queued.
+        return {"loss": torch.stack(losses).mean().item()}
 
-    def _step(self, x: Tensor, y: Tensor) -> float:
+    def _step(self, x: Tensor, y: Tensor) -> Tensor:
         c = self.config
         if c.replay_batch > 0 and len(self.replay) > 0:
             rx, ry = self.replay.sample(c.replay_batch)
@@ -93,7 +94,7 @@ class ReplaySGD(StreamLearner):
         self.optimizer.step()
         if c.buffer_size > 0:
             self.replay.add(x, y)
-        return loss.item()
+        return loss.detach()
 
     def state_dict(self) -> dict[str, Any]:
         return {
