@@ -145,7 +145,7 @@ def test_a_boards_bulk_read_keeps_what_differs_between_runs_of_one_configuration
 
     from benchmarks.results.formats import render
     from benchmarks.results.leaderboards import build_leaderboard, read_runs
-    from benchmarks.store.bulk import PROCESS_TAGS, RUN_TAGS
+    from benchmarks.store.bulk import PROCESS_TAGS, RUN_TAGS, metric_names
     from benchmarks.store.reader import Only
 
     first = fake_run(store, "maml", 0, {"final/test_loss": 0.5, "final/test_loss_ci95": 0.1})
@@ -158,14 +158,18 @@ def test_a_boards_bulk_read_keeps_what_differs_between_runs_of_one_configuration
     client.set_tag(first, "mesabench.data_digest", "data")
     client.set_tag(third, "mesabench.imported_from", "lab.mesabundle")
     client.set_tag(third, "mesabench.source_run", "abc")
+    client.set_tag(third, "mesabench.headline", '["final/test_loss"]')  # a newer version's
+    client.set_tag(first, "lab", "a")  # a --tag filter's key, on one run of the three
+    client.log_metric(third, "final/peak_gpu_mib", 12.0)  # one run's only (its device's)
+    client.log_metric(third, "train/loss", 1.0)  # not a final metric: no reader has it
     reader = open_reader(store)
     experiment = reader.experiment_id("sinusoid-5shot")
     full = {r.run_id: r for r in reader.runs(experiment)}
-    bulk = {r.run_id: r for r in reader.runs(experiment, only=Only())}
+    bulk = {r.run_id: r for r in reader.runs(experiment, only=Only(frozenset({"lab"})))}
     assert full.keys() == bulk.keys() == {first, second, third, running, other}
     for run_id, run in full.items():
         lean = bulk[run_id]
-        suite = {k: v for k, v in run.tags.items() if k.startswith("mesabench.")}
+        suite = {k: v for k, v in run.tags.items() if k.startswith("mesabench.") or k == "lab"}
         if run.status == "FINISHED":  # its process's tags are not read: absent, not another's
             suite = {k: v for k, v in suite.items() if k not in PROCESS_TAGS}
         assert dict(lean.tags) == suite, run_id
@@ -178,6 +182,10 @@ def test_a_boards_bulk_read_keeps_what_differs_between_runs_of_one_configuration
                 lean.metrics[name]))  # fmt: skip
         assert "final/test_loss_ci95" in lean.metrics or "final/test_loss_ci95" not in run.metrics
     assert bulk[running].tags["mesabench.heartbeat"] == full[running].tags["mesabench.heartbeat"]
+    assert bulk[first].tags["lab"] == "a" and "lab" not in bulk[second].tags
+    assert "final/peak_gpu_mib" in dict(bulk[third].metrics)
+    assert "final/peak_gpu_mib" in metric_names([r.metrics for r in bulk.values()])
+    assert "train/loss" not in bulk[third].metrics and bulk[third].metrics.get("train/loss") is None
     assert bulk[third].tags["mesabench.data_digest"] == "other-data"
     assert bulk[second].tags["mesabench.version"] == "0.0.9"
     assert "mesabench.imported_from" not in bulk[first].tags

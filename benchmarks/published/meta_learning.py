@@ -102,10 +102,12 @@ def _thesis_45() -> Table:
         "glances; alpha_0 and gamma_m the thesis grid-searched without stating them). The "
         "thesis states no baseline setting: GEM, MER and online SGD run at the MER authors' "
         "public code's (mattriemer/MER, mer_examples.sh) at the same replay budget, GEM and "
-        "MER as avalanche's strategies on our stream. paper steps them one sample at a time, "
-        "as that code does; cpu and quick step on the stream's batches of 10 with online SGD's "
-        "and GEM's per-sample rates x10 (derived). quick also shortens the stream to 5 tasks. "
-        "Many permutations scores only the accuracy-matrix entries its metrics read.",
+        "MER as avalanche's strategies on our stream (avalanche's MER adds to its reservoir at "
+        "each task's end, the MER code after every sample). paper steps them one sample at a "
+        "time, as that code does; cpu and quick step on the stream's batches of 10 with "
+        "online SGD's and GEM's per-sample rates x10 (derived). quick also shortens the "
+        "stream to 5 tasks. Many permutations scores only the accuracy-matrix entries its "
+        "metrics read.",
     )
 
 

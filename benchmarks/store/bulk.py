@@ -61,6 +61,9 @@ RUN_TAGS = (
     "mesabench.source_run", "mesabench.verified",
     # the protocol linter's (benchmarks.planning.lint): data files can differ between seeds
     "mesabench.lint", "mesabench.selected_on", "mesabench.data_digest",
+    # what a suite version records beside an unchanged plan (a board reads the newest run's)
+    "mesabench.headline", "mesabench.metrics", "mesabench.default_settings",
+    "mesabench.benchmark_source",
 )  # fmt: skip
 #: Tags of one run's process and machine, which no board of FINISHED runs reads: never
 #: taken from the configuration's carrier (a run not FINISHED has its own, read whole).
@@ -70,40 +73,42 @@ PROCESS_TAGS = (
     "mesabench.torch_version", "mesabench.execution",
 )  # fmt: skip
 #: Tags a run has only if read for it: never its configuration's.
-_RUN_TAGS = frozenset(RUN_TAGS + PROCESS_TAGS)
+OWN_TAGS = frozenset(RUN_TAGS + PROCESS_TAGS)
 _NAN = float("nan")
 
 
 class SharedTags(Mapping[str, str]):
     """A run's tags: its configuration's (one mapping shared by its runs, read from one
-    FINISHED run of it) with the run's own :data:`RUN_TAGS` on top; its
-    :data:`PROCESS_TAGS` only where they were read for it (a run not FINISHED)."""
+    FINISHED run of it) with the run's own on top. ``own_keys`` are the keys read for each
+    run (:data:`RUN_TAGS`, :data:`PROCESS_TAGS` and a filter's): absent from ``own``, the
+    run has none, whatever its configuration's carrier has."""
 
-    __slots__ = ("shared", "own")
+    __slots__ = ("shared", "own", "own_keys")
 
-    def __init__(self, shared: Mapping[str, str], own: dict[str, str]):
-        self.shared, self.own = shared, own
+    def __init__(self, shared: Mapping[str, str], own: dict[str, str],
+                 own_keys: frozenset[str] = OWN_TAGS):  # fmt: skip
+        self.shared, self.own, self.own_keys = shared, own, own_keys
 
     def __getitem__(self, key: str) -> str:
         if key in self.own:
             return self.own[key]
-        if key in _RUN_TAGS:  # read for the run, or not at all: never another run's
+        if key in self.own_keys:  # read for the run, or not at all: never another run's
             raise KeyError(key)
         return self.shared[key]
 
     def __contains__(self, key: object) -> bool:
-        return key in self.own or (key not in _RUN_TAGS and key in self.shared)
+        return key in self.own or (key not in self.own_keys and key in self.shared)
 
     def get(self, key: str, default=None):
         # Called for several tags of every run of a board: dict lookups only.
         own = self.own
         if key in own:
             return own[key]
-        return default if key in _RUN_TAGS else self.shared.get(key, default)
+        return default if key in self.own_keys else self.shared.get(key, default)
 
     def __iter__(self) -> Iterator[str]:
         yield from self.own
-        yield from (k for k in self.shared if k not in self.own and k not in _RUN_TAGS)
+        yield from (k for k in self.shared if k not in self.own and k not in self.own_keys)
 
     def __len__(self) -> int:
         return sum(1 for _ in self)
@@ -128,6 +133,8 @@ class MetricColumns:
         return found
 
     def _read(self, name: str) -> dict[str, float]:
+        if not name.startswith("final/"):  # a reader's runs carry their final metrics only
+            return {}
         # MLflow stores NaN as value 0 with is_nan set. Over the (key, run_uuid) index, all
         # runs that logged the metric, kept where they are this read's (a read of a few
         # runs asks for them by id instead).
@@ -137,6 +144,8 @@ class MetricColumns:
             query += f" AND run_uuid IN ({','.join('?' * len(ids))})"
             args += list(ids)
         connection = self._connect()
+        if connection is None:  # the store is gone since the runs were read
+            return {}
         try:
             return {
                 run_id: _NAN if is_nan else value

@@ -26,6 +26,7 @@ from sys import intern
 from typing import Protocol
 
 from benchmarks.store.bulk import (
+    OWN_TAGS,
     RUN_TAGS,
     ColumnMetrics,
     ConfigParams,
@@ -385,33 +386,45 @@ class SqliteReader:
                      "key >= 'final/' AND key < 'final0'")  # fmt: skip
             for run_id, key in connection.execute(query, chunk):
                 names[run_id].add(intern(key))
+        # A metric some run logged that no carrier did (a GPU's peak memory, a metric a later
+        # version added): added to the names of each configuration with a run that has it.
+        extra = {row[0] for row in connection.execute(
+            "SELECT DISTINCT key FROM latest_metrics WHERE key >= 'final/' AND key < 'final0'")}
+        extra -= set().union(*names.values())
         for chunk in _chunks(unfinished):
             query = (f"SELECT run_uuid, key, value FROM tags WHERE run_uuid IN "
                      f"({','.join('?' * len(chunk))}) AND ({suite_tags})")  # fmt: skip
             for run_id, key, value in connection.execute(query, (*chunk, *suite_args)):
                 own[run_id].setdefault(intern(key), value)
-        local: dict[str, dict] = {r[0]: {} for r in rows}
+        local: dict[str, dict] = {}  # a run's own seed, device and data root, where asked for
         if only.run_local:
             marks = ",".join("?" * len(RUN_LOCAL_SETTINGS))
             query = (f"SELECT run_uuid, key, value FROM params WHERE key IN ({marks}) AND "
                      f"run_uuid IN (SELECT run_uuid FROM runs WHERE {condition})")  # fmt: skip
             for run_id, key, value in connection.execute(query, (*RUN_LOCAL_SETTINGS, *args)):
-                if run_id in local:
-                    local[run_id][text(key)] = text(value)
+                if run_id in own:
+                    local.setdefault(run_id, {})[text(key)] = text(value)
         shared = {config: ConfigParams((k, v) for k, v in full[run_id].items()
                                        if k not in RUN_LOCAL_SETTINGS)
                   for config, run_id in carrier.items()}  # fmt: skip
+        columns = MetricColumns(self._connect, own)
+        for name in sorted(extra):
+            for run_id in columns.column(name):
+                config = own[run_id].get("mesabench.config_hash", run_id)
+                names[carrier[config]].add(intern(name))
         tuples: dict[tuple, tuple] = {}  # one tuple per distinct set of metric names
         metric_names = {config: tuples.setdefault(t, t) for config, run_id in carrier.items()
                         for t in [tuple(sorted(names[run_id]))]}  # fmt: skip
-        columns = MetricColumns(self._connect, own)
+        own_keys = OWN_TAGS | only.tag_keys
         runs = []
         for run_id, name, status, start in rows:
             config = own[run_id].get("mesabench.config_hash", run_id)
+            # A run not FINISHED had every suite tag of its own read: none is another run's.
+            shared_tags = config_tags[carrier[config]] if status == "FINISHED" else {}
             runs.append(StoredRun(
                 run_id, name or "", status, start,
-                SharedTags(config_tags[carrier[config]], own[run_id]),
-                SharedParams(shared[config], local[run_id]),
+                SharedTags(shared_tags, own[run_id], own_keys),
+                SharedParams(shared[config], local.get(run_id, _NO_PARAMS)),
                 ColumnMetrics(run_id, metric_names[config], columns),
             ))  # fmt: skip
         return runs
@@ -482,6 +495,10 @@ class SqliteReader:
             runs.append(StoredRun(run_id, name or "", status, start, tags[run_id], params,
                                   metrics[run_id]))  # fmt: skip
         return runs
+
+
+#: The run-local params of a run none were read for (one mapping for all; never written).
+_NO_PARAMS: dict[str, str] = {}
 
 
 def _chunks(items: list, size: int = 500):

@@ -118,19 +118,30 @@ def run_sweeps(
         with lock:
             _record_cell(running[index], tracker, cell, code, output, say)
 
-    # Whatever stops the sweeps early (Ctrl-C, a lost Ray head, a store error while the
-    # later parents open), every parent already opened is closed KILLED, with the cells
-    # that did finish counted: resumable, never left RUNNING.
     from benchmarks.store.lifecycle import Heartbeat
     from benchmarks.store.tracking import write_tags
 
+    # Whatever stops the sweeps early (Ctrl-C, a lost Ray head, a store error while the
+    # later parents open), every parent already opened is closed KILLED, with the cells
+    # that did finish counted: resumable, never left RUNNING.
     failure: BaseException | None = None
     # One heartbeat thread beats for every open parent, one write after another: a thread
     # per parent (a table of 34 lines) held more of the client's pooled connections than
     # it has while SQLite serialised their writes, and beats were lost to pool timeouts.
-    heartbeat = Heartbeat(lambda tags: [write_tags(tracker.client, sweep.parent, tags)
-                                        for sweep in list(running)])  # fmt: skip
+    # It beats from before the first parent opens; each joins it once open.
+    def beat(tags: dict[str, str]) -> None:
+        failed = []
+        for sweep in list(running):
+            try:  # one parent's failed write does not cost the others their beat
+                write_tags(tracker.client, sweep.parent, tags)
+            except Exception as err:
+                failed.append(err)
+        if failed:
+            raise failed[0]  # said once (Heartbeat logs it); the next beat tries again
+
+    heartbeat = Heartbeat(beat)
     try:
+        heartbeat.start()
         for spec, hashes in zip(specs, planned, strict=True):
             # Held while the parent is written: acted on once it is in ``running``, where an
             # interruption closes it KILLED (before, it would stay RUNNING, closed by none).
@@ -139,7 +150,6 @@ def run_sweeps(
                 running.append(_start_sweep(spec, hashes, tracker, say))
             finally:
                 held.release()
-        heartbeat.start()
         jobs = [
             ((index, cell), cell_request(sweep.spec, cell, tracker.uri, sweep.parent))
             for index, sweep in enumerate(running)
