@@ -200,29 +200,30 @@ def values_of(metrics: list[Mapping[str, float]], name: str) -> list[float | Non
 def param_keys(params: Collection[Mapping[str, str]]) -> set[str]:
     """The param names over many runs' ``params``: each configuration's shared mapping
     walked once where the runs share one (``SharedParams``), not once per run."""
-    keys: set[str] = set()
-    seen: set[int] = set()
-    for mapping in params:
-        if isinstance(mapping, SharedParams):
-            keys.update(mapping.own)
-            if id(mapping.shared) not in seen:
-                seen.add(id(mapping.shared))
-                keys.update(mapping.shared)
-        else:
-            keys.update(mapping)
-    return keys
+    return _keys_over(params, lambda m: (m.own, m.shared) if isinstance(m, SharedParams)
+                      else None)  # fmt: skip
 
 
 def metric_names(metrics: Collection[Mapping[str, float]]) -> set[str]:
     """The metric names over many runs' ``metrics``: from each configuration's names where
     the runs were read in bulk (one tuple per configuration, not one walk per run)."""
-    names: set[str] = set()
+    return _keys_over(metrics, lambda m: ((), m.names) if isinstance(m, ColumnMetrics)
+                      else None)  # fmt: skip
+
+
+def _keys_over(mappings: Collection[Mapping], parts) -> set[str]:
+    """The keys over ``mappings``; ``parts(mapping)`` is (its own keys, a collection many
+    mappings share, walked once) or None (the mapping walked whole)."""
+    keys: set[str] = set()
     seen: set[int] = set()
-    for mapping in metrics:
-        if isinstance(mapping, ColumnMetrics):
-            if id(mapping.names) not in seen:
-                seen.add(id(mapping.names))
-                names.update(mapping.names)
-        else:
-            names.update(mapping)
-    return names
+    for mapping in mappings:
+        split = parts(mapping)
+        if split is None:
+            keys.update(mapping)
+            continue
+        own, shared = split
+        keys.update(own)
+        if id(shared) not in seen:
+            seen.add(id(shared))
+            keys.update(shared)
+    return keys
