@@ -101,14 +101,17 @@ def _compared(params: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
     """The task and protocol settings among ``params``, sorted. Runs of one configuration
     read from a SQLite store share one mapping of its settings (a :class:`ConfigParams`;
     their own are seed, device and data root, none of them compared): computed once there."""
+    def compared(items) -> tuple[tuple[str, str], ...]:
+        return tuple(sorted((k, v) for k, v in items if k.startswith(COMPARED_SECTIONS)))
+
     if isinstance(params, SharedParams) and isinstance(params.shared, ConfigParams) and not any(
         k.startswith(COMPARED_SECTIONS) for k in params.own
     ):
         memo = params.shared.memo
         if "compared" not in memo:
-            memo["compared"] = _compared(dict(params.shared))
+            memo["compared"] = compared(params.shared.items())
         return memo["compared"]
-    return tuple(sorted((k, v) for k, v in params.items() if k.startswith(COMPARED_SECTIONS)))
+    return compared(params.items())
 
 
 @dataclass(frozen=True)

@@ -363,27 +363,28 @@ class SqliteReader:
                 bucket = own.get(run_id)
                 if bucket is not None:
                     bucket[key] = text(value)
-        carrier: dict[str, str] = {}
-        for run_id, *_ in sorted(rows, key=lambda r: r[2] != "FINISHED"):
-            carrier.setdefault(own[run_id].get("mesabench.config_hash", run_id), run_id)
+        carrier = _carriers(rows, own)
         unfinished = [r[0] for r in rows if r[2] != "FINISHED"]
         suite_tags = ("(key >= 'mesabench.' AND key < 'mesabench/') OR key IN "
                       f"({','.join('?' * (1 + len(only.tag_keys)))})")  # fmt: skip
         suite_args = ("mlflow.parentRunId", *sorted(only.tag_keys))
-        config_tags: dict[str, dict] = {run_id: {} for run_id in carrier.values()}
-        full: dict[str, dict] = {run_id: {} for run_id in carrier.values()}
-        names: dict[str, set] = {run_id: set() for run_id in carrier.values()}
-        for chunk in _chunks(list(full)):
-            marks = ",".join("?" * len(chunk))
-            query = (f"SELECT run_uuid, key, value FROM tags WHERE run_uuid IN ({marks}) AND "
-                     f"({suite_tags})")  # fmt: skip
-            for run_id, key, value in connection.execute(query, (*chunk, *suite_args)):
-                config_tags[run_id][intern(key)] = text(value)
-            query = f"SELECT run_uuid, key, value FROM params WHERE run_uuid IN ({marks})"
-            for run_id, key, value in connection.execute(query, chunk):
-                full[run_id][text(key)] = text(value)
-            query = (f"SELECT run_uuid, key FROM latest_metrics WHERE run_uuid IN ({marks}) AND "
-                     "key >= 'final/' AND key < 'final0'")  # fmt: skip
+
+        def suite_tags_of(ids: list[str]):
+            """The suite's tags (and a filter's) of ``ids``: (run, key, value) rows."""
+            for chunk in _chunks(ids):
+                query = (f"SELECT run_uuid, key, value FROM tags WHERE run_uuid IN "
+                         f"({','.join('?' * len(chunk))}) AND ({suite_tags})")  # fmt: skip
+                yield from connection.execute(query, (*chunk, *suite_args))
+
+        carriers = list(carrier.values())
+        config_tags: dict[str, dict] = {run_id: {} for run_id in carriers}
+        for run_id, key, value in suite_tags_of(carriers):
+            config_tags[run_id][intern(key)] = text(value)
+        full = _params_of(connection, carriers, text)
+        names: dict[str, set] = {run_id: set() for run_id in carriers}
+        for chunk in _chunks(carriers):
+            query = (f"SELECT run_uuid, key FROM latest_metrics WHERE run_uuid IN "
+                     f"({','.join('?' * len(chunk))}) AND key >= 'final/' AND key < 'final0'")
             for run_id, key in connection.execute(query, chunk):
                 names[run_id].add(intern(key))
         # A metric some run logged that no carrier did (a GPU's peak memory, a metric a later
@@ -391,22 +392,12 @@ class SqliteReader:
         extra = {row[0] for row in connection.execute(
             "SELECT DISTINCT key FROM latest_metrics WHERE key >= 'final/' AND key < 'final0'")}
         extra -= set().union(*names.values())
-        for chunk in _chunks(unfinished):
-            query = (f"SELECT run_uuid, key, value FROM tags WHERE run_uuid IN "
-                     f"({','.join('?' * len(chunk))}) AND ({suite_tags})")  # fmt: skip
-            for run_id, key, value in connection.execute(query, (*chunk, *suite_args)):
-                own[run_id].setdefault(intern(key), value)
-        local: dict[str, dict] = {}  # a run's own seed, device and data root, where asked for
-        if only.run_local:
-            marks = ",".join("?" * len(RUN_LOCAL_SETTINGS))
-            query = (f"SELECT run_uuid, key, value FROM params WHERE key IN ({marks}) AND "
-                     f"run_uuid IN (SELECT run_uuid FROM runs WHERE {condition})")  # fmt: skip
-            for run_id, key, value in connection.execute(query, (*RUN_LOCAL_SETTINGS, *args)):
-                if run_id in own:
-                    local.setdefault(run_id, {})[text(key)] = text(value)
-        shared = {config: ConfigParams((k, v) for k, v in full[run_id].items()
-                                       if k not in RUN_LOCAL_SETTINGS)
-                  for config, run_id in carrier.items()}  # fmt: skip
+        for run_id, key, value in suite_tags_of(unfinished):
+            own[run_id].setdefault(intern(key), value)
+        # A run's own seed, device and data root, where asked for.
+        local = (_run_local_params(connection, condition, args, own, text) if only.run_local
+                 else {})  # fmt: skip
+        shared = _config_params(carrier, full)
         columns = MetricColumns(self._connect, own)
         for name in sorted(extra):
             for run_id in columns.column(name):
@@ -442,8 +433,7 @@ class SqliteReader:
         metrics: dict[str, dict] = {r[0]: {} for r in rows}
         selected = f"SELECT run_uuid FROM runs WHERE {condition}"
         query = f"SELECT run_uuid, key, value FROM tags WHERE run_uuid IN ({selected})"
-        tag_args = args
-        for run_id, key, value in connection.execute(query, tag_args):
+        for run_id, key, value in connection.execute(query, args):
             bucket = tags.get(run_id)
             if bucket is not None:  # keys repeat in every run: one copy of each
                 bucket[intern(key)] = value
@@ -456,45 +446,61 @@ class SqliteReader:
             bucket = metrics.get(run_id)
             if bucket is not None:
                 bucket[intern(key)] = float(value)
-        # One run per configuration carries its params (a FINISHED one: it logged them all);
-        # runs without a config hash (a sweep's parent) carry their own.
-        carrier: dict[str, str] = {}
-        for run_id, *_ in sorted(rows, key=lambda r: r[2] != "FINISHED"):
-            config = tags[run_id].get("mesabench.config_hash", run_id)
-            carrier.setdefault(config, run_id)
-        full: dict[str, dict] = {run_id: {} for run_id in carrier.values()}
-        ids = list(full)
-        for start in range(0, len(ids), 500):
-            chunk = ids[start : start + 500]
-            query = (
-                "SELECT run_uuid, key, value FROM params WHERE run_uuid IN "
-                f"({','.join('?' * len(chunk))})"
-            )
-            for run_id, key, value in connection.execute(query, chunk):
-                full[run_id][text(key)] = text(value)
-        own: dict[str, dict] = {r[0]: {} for r in rows}
-        keys = ",".join("?" * len(RUN_LOCAL_SETTINGS))
-        query = (
-            f"SELECT run_uuid, key, value FROM params WHERE key IN ({keys}) AND run_uuid IN "
-            f"({selected})"
-        )
-        for run_id, key, value in connection.execute(query, (*RUN_LOCAL_SETTINGS, *args)):
-            if run_id in own:
-                own[run_id][text(key)] = text(value)
-        # A configuration's mapping without the carrier's own seed, device and data root:
-        # each run has its own (or, where not read, none rather than another run's).
-        shared = {
-            config: ConfigParams((k, v) for k, v in full[run_id].items()
-                                 if k not in RUN_LOCAL_SETTINGS)
-            for config, run_id in carrier.items()
-        }  # fmt: skip
+        carrier = _carriers(rows, tags)
+        full = _params_of(connection, list(carrier.values()), text)
+        own = _run_local_params(connection, condition, args, tags, text)
+        shared = _config_params(carrier, full)
         runs = []
         for run_id, name, status, start in rows:
             config = tags[run_id].get("mesabench.config_hash", run_id)
-            params = full[run_id] if run_id in full else SharedParams(shared[config], own[run_id])
+            params = (full[run_id] if run_id in full
+                      else SharedParams(shared[config], own.get(run_id, _NO_PARAMS)))  # fmt: skip
             runs.append(StoredRun(run_id, name or "", status, start, tags[run_id], params,
                                   metrics[run_id]))  # fmt: skip
         return runs
+
+
+def _carriers(rows: list[tuple], tags: Mapping[str, Mapping[str, str]]) -> dict[str, str]:
+    """One run per configuration that carries its params: a FINISHED one where there is one
+    (it logged them all); a run without a config hash (a sweep's parent) carries its own."""
+    carrier: dict[str, str] = {}
+    for run_id, *_ in sorted(rows, key=lambda r: r[2] != "FINISHED"):
+        carrier.setdefault(tags[run_id].get("mesabench.config_hash", run_id), run_id)
+    return carrier
+
+
+def _params_of(connection, ids: list[str], text: _Strings) -> dict[str, dict[str, str]]:
+    """Every param of each of ``ids``."""
+    full: dict[str, dict[str, str]] = {run_id: {} for run_id in ids}
+    for chunk in _chunks(ids):
+        query = (f"SELECT run_uuid, key, value FROM params WHERE run_uuid IN "
+                 f"({','.join('?' * len(chunk))})")  # fmt: skip
+        for run_id, key, value in connection.execute(query, chunk):
+            full[run_id][text(key)] = text(value)
+    return full
+
+
+def _run_local_params(connection, condition: str, args: tuple, runs: Collection[str],
+                      text: _Strings) -> dict[str, dict[str, str]]:  # fmt: skip
+    """The :data:`RUN_LOCAL_SETTINGS` of the runs matching ``condition`` (of those in
+    ``runs``), by run; a run with none is absent."""
+    local: dict[str, dict[str, str]] = {}
+    query = (f"SELECT run_uuid, key, value FROM params WHERE key IN "
+             f"({','.join('?' * len(RUN_LOCAL_SETTINGS))}) AND run_uuid IN "
+             f"(SELECT run_uuid FROM runs WHERE {condition})")  # fmt: skip
+    for run_id, key, value in connection.execute(query, (*RUN_LOCAL_SETTINGS, *args)):
+        if run_id in runs:
+            local.setdefault(run_id, {})[text(key)] = text(value)
+    return local
+
+
+def _config_params(carrier: Mapping[str, str],
+                   full: Mapping[str, Mapping[str, str]]) -> dict[str, ConfigParams]:  # fmt: skip
+    """Each configuration's params, without its carrier's own seed, device and data root:
+    each run has its own (or, where not read, none rather than another run's)."""
+    return {config: ConfigParams((k, v) for k, v in full[run_id].items()
+                                 if k not in RUN_LOCAL_SETTINGS)
+            for config, run_id in carrier.items()}  # fmt: skip
 
 
 #: The run-local params of a run none were read for (one mapping for all; never written).
