@@ -461,6 +461,60 @@ def test_thesis_45_judges_every_published_row_ra_and_bti_and_holds_the_margins()
         "not reproduced")  # fmt: skip
 
 
+def test_lamaml_sparsity_holds_each_tensor_to_the_one_before_it_on_thesis_45s_runs():
+    """thesis figure 4.3: W1 <= W2 <= W3 and b1 <= b2 <= b3 for La-MAML and sparse-La-MAML,
+    paired by seed, on the very runs thesis-4.5 makes (no run of its own at any preset)."""
+    table, thesis = _table("lamaml-sparsity"), _table("thesis-4.5")
+    for preset in ("quick", "cpu", "paper"):
+        keys = {run_key(c, preset) for c in table.claims}
+        assert len(keys) == 2 and keys <= {run_key(c, preset) for c in thesis.claims}
+    lines = {c.label: c for c in table.claims}
+    for method in ("lamaml", "sparse_lamaml"):
+        for kind in ("W", "b"):
+            tensor = "weight" if kind == "W" else "bias"
+            basis = lines[f"{method}: {kind}1 sparsity"]
+            assert basis.versus is None and basis.metric == f"final/sparsity/0.{tensor}"
+            for depth, module in ((2, 2), (3, 4)):
+                line = lines[f"{method}: {kind}{depth} at least {kind}{depth - 1} (paired)"]
+                assert line.metric == f"final/sparsity/{module}.{tensor}"
+                assert line.versus.startswith(f"{method}: {kind}{depth - 1} ")
+                assert (line.check, line.tolerance, line.provenance) == ("at_least", 0.0,
+                                                                         "published")
+                assert "figure 4.3" in line.cite
+    line = lines["lamaml: b2 at least b1 (paired)"]
+    b1 = {s: 0.94 + 0.01 * (s % 2) for s in range(5)}
+    assert judge(line, {s: v - 0.05 for s, v in b1.items()}, b1).verdict == "not reproduced"
+    assert judge(line, {s: v + 0.05 for s, v in b1.items()}, b1).verdict == "reproduced"
+
+
+def test_icml23_interpolation_lines_read_the_paths_excess_of_the_one_step_runs():
+    """ICML'23 sec. 3 ('Interpolation'): the loss along the path from the trained products
+    to the construction's held to its ends (+1% of one GD step's loss), on the runs the
+    table's LSA = GD lines already make; a barrier of 2.5% fails."""
+    table = _table("icml23-one-step")
+    lines = {c.label: c for c in table.claims}
+    for rng, pair, band in (("U(-0.5, 0.5)", "1-layer LSA, U(-0.5, 0.5) = GD (paired)", 0.002),
+                            ("U(-1, 1)", "1-layer LSA, U(-1, 1) = GD (paired)", 0.008)):
+        line = lines[f"interpolated weights: no loss above the path's ends, {rng}"]
+        assert line.metric == "final/interp/max_excess"
+        for preset in ("quick", "cpu", "paper"):
+            assert run_key(line, preset) == run_key(lines[pair], preset)
+        assert (line.target, line.check, line.tolerance) == (0.0, "at_most", band)
+        assert line.provenance == "published" and "'Interpolation'" in line.cite
+        flat = {0: 0.0, 1: 0.0, 2: 0.0}
+        assert judge(line, flat).verdict == "reproduced"
+        barrier = {s: 2.5 * band + 0.0001 * s for s in range(3)}
+        assert judge(line, barrier).verdict == "not reproduced"
+    # By N (thesis Fig. 2.3, lower left): on the alignment table's runs at each N.
+    alignment = {c.label: c for c in _table("icml23-alignment").claims}
+    for n in (5, 10, 20, 40):
+        line = alignment[f"interpolated weights: no loss above the path's ends, N = {n}"]
+        cosine = alignment[f"sensitivity cosine with GD, N = {n}"]
+        assert line.metric == "final/interp/max_excess" and line.tolerance == 0.0008
+        assert run_key(line, "cpu") == run_key(cosine, "cpu")
+        assert "Fig. 2.3" in line.cite and line.check == "at_most"
+
+
 # The MER authors' script (mattriemer/MER at 4b7b9c9, mer_examples.sh), written out here
 # from its lines so that a slip in the suite's copy fails: per stream, online SGD's rate
 # (l. 10/12/14); GEM's rate, memories per task, strength (l. 50/52/46); MER's rate,

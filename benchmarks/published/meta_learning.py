@@ -32,6 +32,12 @@ def _batched(benchmark: str, method: str) -> dict[str, str]:
     return {PER_SAMPLE[method]: "0", "lr": f"{rate:g}"}
 
 
+def _stream_quick(benchmark: str) -> dict[str, str]:
+    """quick's stream for thesis-4.5's benchmarks: 5 tasks (cpu and paper: the whole)."""
+    many = benchmark == "mnist-many-permutations"
+    return {"tasks": "5", "train_per_task": "200" if not many else "100"}
+
+
 def _thesis_45() -> Table:
     claims = []
     # Seconds per run, one thread each, two workers, measured over seeds 0-4 on 2026-11-26
@@ -49,7 +55,7 @@ def _thesis_45() -> Table:
                   "gem": 335.0, "mer": 200.0}  # fmt: skip
     for benchmark, rows in THESIS_TABLE_45.items():
         many = benchmark == "mnist-many-permutations"
-        quick = {"tasks": "5", "train_per_task": "200" if not many else "100"}
+        quick = _stream_quick(benchmark)
         for method, (ra, bti) in rows.items():
             quick_s, cpu_s = measured[method]
             cpu_s = many_cpu_s[method] if many else cpu_s
@@ -108,6 +114,64 @@ def _thesis_45() -> Table:
         "online SGD's and GEM's per-sample rates x10 (derived). quick also shortens the "
         "stream to 5 tasks. Many permutations scores only the accuracy-matrix entries its "
         "metrics read.",
+    )
+
+
+#: thesis figure 4.3's stream, methods and tensors: La-MAML's three-layer network on MNIST
+#: rotations, weights and biases by depth (the network's Linear modules are 0, 2 and 4).
+_FIG_43_STREAM = "mnist-rotations"
+_FIG_43_METHODS = {"lamaml": "left panel", "sparse_lamaml": "center panel"}
+_FIG_43_LAYERS = (("W1", "0.weight"), ("W2", "2.weight"), ("W3", "4.weight"),
+                  ("b1", "0.bias"), ("b2", "2.bias"), ("b3", "4.bias"))
+#: Seconds of one run (thesis-4.5's measurement of these configurations).
+_FIG_43_COST = {"lamaml": {"quick": 5.0, "cpu": 128.0, "paper": 128.0},
+                "sparse_lamaml": {"quick": 5.0, "cpu": 134.0, "paper": 134.0}}
+
+
+def _lamaml_sparsity() -> Table:
+    claims = []
+    for method, panel in _FIG_43_METHODS.items():
+        previous = None
+        for name, tensor in _FIG_43_LAYERS:
+            deeper = previous is not None and previous[0][0] == name[0]
+            label = (f"{method}: {name} at least {previous[0]} (paired)" if deeper
+                     else f"{method}: {name} sparsity")
+            # thesis-4.5's La-MAML runs (the same configuration at every preset).
+            claims.append(Claim(
+                label, _FIG_43_STREAM, method, f"final/sparsity/{tensor}",
+                budget={"quick": _stream_quick(_FIG_43_STREAM)},
+                versus=previous[1] if deeper else None,
+                check="at_least" if deeper else "within",
+                cite=f"thesis figure 4.3 (caption, {panel})",
+                cost_s=_FIG_43_COST[method]))  # fmt: skip
+            previous = (name, label)
+    return Table(
+        "lamaml-sparsity",
+        "La-MAML and sparse-La-MAML: gradient sparsity grows with depth, weights and biases "
+        "(W1 <= W2 <= W3, b1 <= b2 <= b3)",
+        "thesis ch. 4 (figure 4.3, left and center)",
+        tuple(claims),
+        seeds="0-4",
+        note="Sparsity: the share of a tensor's entries whose learned rate (La-MAML) or "
+        "mask (sparse-La-MAML) gates its step off, at the end of the MNIST rotations stream. "
+        "Each tensor is held to at least the one before it in depth, paired by seed: the "
+        "direction figure 4.3's caption states (\"monotonically increases with the number of "
+        "tasks and with depth for both weight (W1, W2, W3) and bias parameters (b1, b2, "
+        "b3)\"; center: \"a similar behavior\" for sparse-La-MAML), not sizes (the thesis "
+        "gives no per-layer numbers in its text). The runs are thesis-4.5's La-MAML and sparse-La-MAML runs on "
+        "rotations (La-MAML's public code's settings, the same at cpu and paper; quick: 5 "
+        "tasks), seeds 0-4 (the figure averages 3). Not measured here: the growth over "
+        "tasks (left and center panels' x axis) and the right panel's sparsity by network "
+        "width.",
+        figure=TableFigure(
+            "thesis figure 4.3 (sparsity by depth at the end of the rotations stream)",
+            tuple(Panel(f"{method} ({panel})", "layer", "gradient sparsity", tuple(
+                Points(kind, tuple((depth, claims[offset + start + depth - 1].label)
+                                   for depth in (1, 2, 3)))
+                for kind, start in (("weights", 0), ("biases", 3))))
+                for offset, (method, panel) in zip((0, 6), _FIG_43_METHODS.items(),
+                                                   strict=True)),
+        ),  # fmt: skip
     )
 
 
@@ -386,5 +450,5 @@ def _cross_domain() -> Table:
     )
 
 
-TABLES = (_thesis_45(), _thesis_46(), _sparse_depth(), _sparse_levels(),
+TABLES = (_thesis_45(), _lamaml_sparsity(), _thesis_46(), _sparse_depth(), _sparse_levels(),
           _sparse_inner_sweep(), _cross_domain())
