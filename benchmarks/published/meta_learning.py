@@ -158,11 +158,11 @@ def _lamaml_sparsity() -> Table:
         "direction figure 4.3's caption states (\"monotonically increases with the number of "
         "tasks and with depth for both weight (W1, W2, W3) and bias parameters (b1, b2, "
         "b3)\"; center: \"a similar behavior\" for sparse-La-MAML), not sizes (the thesis "
-        "gives no per-layer numbers in its text). The runs are thesis-4.5's La-MAML and sparse-La-MAML runs on "
-        "rotations (La-MAML's public code's settings, the same at cpu and paper; quick: 5 "
-        "tasks), seeds 0-4 (the figure averages 3). Not measured here: the growth over "
-        "tasks (left and center panels' x axis) and the right panel's sparsity by network "
-        "width.",
+        "gives no per-layer numbers in its text). The runs are thesis-4.5's La-MAML and "
+        "sparse-La-MAML runs on rotations (La-MAML's public code's settings, the same at "
+        "cpu and paper; quick: 5 tasks), seeds 0-4 (the figure averages 3). Not measured "
+        "here: the growth over tasks (left and center panels' x axis) and the right panel's "
+        "sparsity by network width.",
         figure=TableFigure(
             "thesis figure 4.3 (sparsity by depth at the end of the rotations stream)",
             tuple(Panel(f"{method} ({panel})", "layer", "gradient sparsity", tuple(
