@@ -515,6 +515,33 @@ def test_icml23_interpolation_lines_read_the_paths_excess_of_the_one_step_runs()
         assert "Fig. 2.3" in line.cite and line.check == "at_most"
 
 
+def test_blog_lstm_alignment_lines_read_the_loss_lines_runs_in_the_blogs_directions():
+    """Figs. 15-16: each alignment line reads a run the table's loss lines make (no run of
+    its own); the bi-LSTM's two differences may only fall and its cosine only rise with
+    layers; the uni-LSTM's cosine is held below 0.99 and its prediction difference above 0.1
+    (thresholds labelled ours, so derived)."""
+    table = _table("blog-lstm")
+    loss_runs = {run_key(c, "cpu") for c in table.claims if c.metric == "final/test_loss"}
+    assert {run_key(c, "cpu") for c in table.claims} == loss_runs
+    lines = {c.label: c for c in table.claims}
+    for metric, check in (("pred_diff", "at_most"), ("sens_diff", "at_most"),
+                          ("sens_cosine", "at_least")):
+        chain = [c for c in table.claims
+                 if c.method == "bilstm" and c.metric == f"final/align/{metric}"]
+        assert [c.overrides("cpu")["layers"] for c in chain] == ["1", "2", "4"]
+        assert chain[0].versus is None
+        for fewer, more in zip(chain, chain[1:], strict=False):
+            assert more.versus == fewer.label and more.check == check
+            assert more.provenance == "published" and "Fig. 16" in more.cite
+    for layers in (1, 2):
+        cosine = lines[f"LSTM, {layers} layer(s): sensitivity cosine with GD well below 1"]
+        assert (cosine.target, cosine.check, cosine.provenance) == (0.99, "at_most", "derived")
+        assert judge(cosine, {0: 0.999, 1: 0.998, 2: 0.9995}).verdict == "not reproduced"
+        diff = lines[f"LSTM, {layers} layer(s): prediction difference to GD not near 0"]
+        assert (diff.target, diff.check, diff.provenance) == (0.1, "at_least", "derived")
+        assert judge(diff, {0: 0.04, 1: 0.05, 2: 0.045}).verdict == "not reproduced"
+
+
 # The MER authors' script (mattriemer/MER at 4b7b9c9, mer_examples.sh), written out here
 # from its lines so that a slip in the suite's copy fails: per stream, online SGD's rate
 # (l. 10/12/14); GEM's rate, memories per task, strength (l. 50/52/46); MER's rate,
