@@ -542,6 +542,22 @@ def test_blog_lstm_alignment_lines_read_the_loss_lines_runs_in_the_blogs_directi
         assert judge(diff, {0: 0.04, 1: 0.05, 2: 0.045}).verdict == "not reproduced"
 
 
+def test_gdssm_alignment_lines_read_the_one_step_run_and_cite_the_papers_figure():
+    """Sushma et al. sec. 4.2 (Fig. 2): the trained GD-SSM's alignment with GD, on the run the
+    '= GD' line makes; every cite names a section or figure of the paper."""
+    table = _table("gdssm-one-step")
+    lines = {c.label: c for c in table.claims}
+    one = run_key(lines["1-layer GD-SSM = GD (paired)"], "cpu")
+    cosine = lines["1-layer GD-SSM: sensitivity cosine with GD near 1"]
+    diff = lines["1-layer GD-SSM: prediction difference to GD near 0"]
+    assert run_key(cosine, "cpu") == one == run_key(diff, "cpu")
+    assert judge(cosine, {0: 0.98, 1: 0.981, 2: 0.979}).verdict == "not reproduced"
+    assert judge(diff, {0: 0.08, 1: 0.09, 2: 0.085}).verdict == "not reproduced"
+    for claim in table.claims:
+        if claim.cite.startswith("Sushma"):
+            assert "sec. 4" in claim.cite or "secs. 4" in claim.cite, claim.label
+
+
 # The MER authors' script (mattriemer/MER at 4b7b9c9, mer_examples.sh), written out here
 # from its lines so that a slip in the suite's copy fails: per stream, online SGD's rate
 # (l. 10/12/14); GEM's rate, memories per task, strength (l. 50/52/46); MER's rate,
