@@ -558,6 +558,35 @@ def test_gdssm_alignment_lines_read_the_one_step_run_and_cite_the_papers_figure(
             assert "sec. 4" in claim.cite or "secs. 4" in claim.cite, claim.label
 
 
+def test_icml23_ablations_alignment_lines_read_the_variants_runs_in_the_texts_directions():
+    """App. A.9 and thesis Fig. 2.11: softmax (1 and 2 heads) and LayerNorm align with GD
+    less than the linear layer, two softmax heads more than one; each on the run its loss
+    line makes."""
+    table = _table("icml23-ablations")
+    lines = {c.label: c for c in table.claims}
+    runs = {c.label: run_key(c, "cpu") for c in table.claims}
+    expected = {
+        "1 layer, softmax attention, 1 head: cosine with GD below the linear layer's":
+            ("1 layer, softmax attention, 1 head: above GD", "at_most"),
+        "1 layer, softmax attention, 2 heads: cosine with GD at least 1 head's":
+            ("1 layer, softmax attention, 2 heads: above GD", "at_least"),
+        "1 layer, softmax attention, 2 heads: cosine with GD below the linear layer's":
+            ("1 layer, softmax attention, 2 heads: above GD", "at_most"),
+        "1 layer, LayerNorm: cosine with GD below the linear layer's":
+            ("1 layer, LayerNorm: above GD", "at_most"),
+    }  # fmt: skip
+    for label, (loss_line, check) in expected.items():
+        line = lines[label]
+        assert runs[label] == runs[loss_line] and line.metric == "final/align/sens_cosine"
+        assert (line.check, line.provenance) == (check, "published")
+        assert "A.9" in line.cite or "Fig. 2.11" in line.cite
+    linear = {0: 0.9993, 1: 0.9995, 2: 0.9991}
+    softmax = lines["1 layer, softmax attention, 1 head: cosine with GD below the linear layer's"]
+    assert judge(softmax, {0: 0.6, 1: 0.55, 2: 0.62}, linear).verdict == "reproduced"
+    assert judge(softmax, {0: 0.99995, 1: 0.99993, 2: 0.99996}, linear).verdict == (
+        "not reproduced")  # fmt: skip
+
+
 # The MER authors' script (mattriemer/MER at 4b7b9c9, mer_examples.sh), written out here
 # from its lines so that a slip in the suite's copy fails: per stream, online SGD's rate
 # (l. 10/12/14); GEM's rate, memories per task, strength (l. 50/52/46); MER's rate,
