@@ -265,3 +265,36 @@ def test_the_results_page_is_what_its_shipped_runs_give(tmp_path):
     text, changed = regenerate(committed.replace(row, off), ScratchStores(tmp_path))
     assert changed == ["icml23-one-step --preset cpu --seeds 0-2"]
     assert text == committed
+
+
+def test_the_results_pages_verdict_summaries_count_what_each_generated_section_says():
+    """Each row of a hand-kept "| table | reproduced | ..." summary in RESULTS.md whose table
+    ships its runs holds the counts of that table's generated "Verdicts:" line, and each
+    summary's "all" row their sum: a section regenerated with new lines cannot leave a
+    stale count beside it."""
+    page = RESULTS_PAGE.read_text(encoding="utf-8")
+    kinds = ("reproduced", "inconclusive", "not reproduced", "not run")
+    generated = {}
+    for table, line in re.findall(r"<!-- shipped table: (\S+) .*?^Verdicts: (.*?)\.?$", page,
+                                  re.S | re.M):  # fmt: skip
+        counts = dict.fromkeys(kinds, 0)
+        for part in [] if line.startswith("none:") else line.split(", "):
+            number, kind = part.split(" ", 1)
+            counts[kind] = int(number)
+        generated[table] = [counts[k] for k in kinds]
+    header = "| table | reproduced | inconclusive | not reproduced | not run |"
+    summaries = page.split(header)[1:]
+    assert summaries, "no verdict summary on the page"
+    checked = 0
+    for summary in summaries:
+        rows = re.findall(r"^\| `([^`]+)`[^|]* \| (\d+) \| (\d+) \| (\d+) \| (\d+) \|$",
+                          summary.split("| **all** |")[0], re.M)  # fmt: skip
+        total = re.search(r"^\| \*\*all\*\* \| \*\*(\d+)\*\* \| \*\*(\d+)\*\* \| "
+                          r"\*\*(\d+)\*\* \| \*\*(\d+)\*\* \|$", summary, re.M)  # fmt: skip
+        sums = [sum(int(row[i]) for row in rows) for i in range(1, 5)]
+        assert total and [int(v) for v in total.groups()] == sums
+        for table, *counts in rows:
+            if table in generated:
+                assert [int(c) for c in counts] == generated[table], table
+                checked += 1
+    assert checked >= 10
