@@ -465,8 +465,9 @@ def test_lamaml_sparsity_holds_each_tensor_to_the_one_before_it_on_thesis_45s_ru
     """thesis figure 4.3: W1 <= W2 <= W3 and b1 <= b2 <= b3 for La-MAML and sparse-La-MAML,
     paired by seed, on the very runs thesis-4.5 makes (no run of its own at any preset)."""
     table, thesis = _table("lamaml-sparsity"), _table("thesis-4.5")
+    by_depth = [c for c in table.claims if "width" not in c.label]
     for preset in ("quick", "cpu", "paper"):
-        keys = {run_key(c, preset) for c in table.claims}
+        keys = {run_key(c, preset) for c in by_depth}
         assert len(keys) == 2 and keys <= {run_key(c, preset) for c in thesis.claims}
     lines = {c.label: c for c in table.claims}
     for method in ("lamaml", "sparse_lamaml"):
@@ -481,6 +482,17 @@ def test_lamaml_sparsity_holds_each_tensor_to_the_one_before_it_on_thesis_45s_ru
                 assert (line.check, line.tolerance, line.provenance) == ("at_least", 0.0,
                                                                          "published")
                 assert "figure 4.3" in line.cite
+    # The right panel: by width, sparsity may only fall and RA only rise; width 100 is
+    # thesis-4.5's own sparse-La-MAML run.
+    thesis_run = run_key({c.label: c for c in thesis.claims}["sparse_lamaml RA, mnist-rotations"],
+                         "cpu")
+    for metric, check in (("final/sparsity/overall", "at_most"), ("final/ra", "at_least")):
+        chain = [c for c in table.claims if c.metric == metric and "width" in c.label]
+        assert [c.settings.get("hidden") for c in chain] == ["50,50", None, "200,200"]
+        assert run_key(chain[1], "cpu") == thesis_run and chain[0].versus is None
+        for narrower, wider in zip(chain, chain[1:], strict=False):
+            assert wider.versus == narrower.label and wider.check == check
+            assert "right panel" in wider.cite and wider.provenance == "published"
     line = lines["lamaml: b2 at least b1 (paired)"]
     b1 = {s: 0.94 + 0.01 * (s % 2) for s in range(5)}
     assert judge(line, {s: v - 0.05 for s, v in b1.items()}, b1).verdict == "not reproduced"
