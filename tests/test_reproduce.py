@@ -599,6 +599,28 @@ def test_icml23_ablations_alignment_lines_read_the_variants_runs_in_the_texts_di
         "not reproduced")  # fmt: skip
 
 
+def test_blog_depth_context_judges_its_softmax_lines_by_the_blogs_relations():
+    """Fig. 7 and the key takeaways, on the runs the table's lines already make: softmax loss
+    at most at the C below and at most with one layer fewer; linear at most softmax."""
+    table = _table("blog-depth-context")
+    lines = {c.label: c for c in table.claims}
+    relations = [c for c in table.claims if c.label.startswith(("softmax, ", "linear at most"))
+                 and c.versus is not None]  # fmt: skip
+    assert len(relations) == 23
+    basis_runs = {run_key(c, "cpu") for c in table.claims if c.versus is None
+                  or c.label.endswith("= GD (paired)")}  # fmt: skip
+    for line in relations:
+        assert line.check == "at_most" and line.provenance == "published"
+        assert run_key(line, "cpu") in basis_runs  # no run of its own
+        assert lines[line.versus].overrides("cpu")["softmax"] == "true"
+        assert "Fig. 7" in line.cite or "key takeaways" in line.cite
+    line = lines["softmax, 1 layer(s): C = 10 at most C = 5 (paired)"]
+    assert lines[line.versus].overrides("cpu")["shots"] == "5"
+    c5 = {0: 0.80, 1: 0.79, 2: 0.81}
+    assert judge(line, {s: v - 0.3 for s, v in c5.items()}, c5).verdict == "reproduced"
+    assert judge(line, {s: v + 0.05 for s, v in c5.items()}, c5).verdict == "not reproduced"
+
+
 # The MER authors' script (mattriemer/MER at 4b7b9c9, mer_examples.sh), written out here
 # from its lines so that a slip in the suite's copy fails: per stream, online SGD's rate
 # (l. 10/12/14); GEM's rate, memories per task, strength (l. 50/52/46); MER's rate,
