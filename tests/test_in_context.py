@@ -415,7 +415,36 @@ def test_weight_analyses_of_the_constructed_layer_equal_gd():
     assert len(path) == 11 and max(path) - min(path) < 1e-5  # the rescaling undoes the 3
     assert final["final/interp/trained_loss"] == pytest.approx(path[0])
     assert final["final/interp/max_excess"] < 1e-5
+    assert final["final/weights/key_query_cosine"] == pytest.approx(1.0, abs=1e-6)
+    assert final["final/weights/proj_value_cosine"] == pytest.approx(1.0, abs=1e-6)
     assert "lsa_weights.png" in recorder.artifacts
+
+
+def test_construction_resemblance_reads_only_the_entries_the_prediction_uses():
+    """ICML'23 App. A.4 / thesis Fig. 2.4: W_K^T W_Q's columns that meet the query's x and
+    P W_V's row that writes y, against Prop. 1's, blind to the scale the layer splits between
+    them; an entry the prediction never reads leaves it at 1, one it reads lowers it."""
+    from methods.analyses.in_context import construction_resemblance
+    from methods.layers.attention import gd_construction
+
+    built = gd_construction(10, 1.3, 10)
+    kq = (built["key"].mT @ built["query"])[0] * -2.5
+    pv = (built["projection"] @ built["value"])[0] / -2.5
+    unread_kq, unread_pv = kq.clone(), pv.clone()
+    unread_kq[:, 10] = 5.0  # the query's y column (always 0)
+    unread_pv[:10] = 5.0  # rows writing x, never read out
+    same = construction_resemblance(unread_kq, unread_pv, 10)
+    assert same["final/weights/key_query_cosine"] == pytest.approx(1.0, abs=1e-6)
+    assert same["final/weights/proj_value_cosine"] == pytest.approx(1.0, abs=1e-6)
+    read_kq, read_pv = kq.clone(), pv.clone()
+    read_kq[10, :10] = 2.5  # y_i meets x_q: read, not in the construction
+    read_pv[10, 0] = 0.13  # x_i's first entry written into y: read
+    off = construction_resemblance(read_kq, read_pv, 10)
+    # |cos| = |<A, B>| / (|A| |B|) by hand: kq's 10 ones * 2.5 against 10 more entries of 2.5.
+    assert off["final/weights/key_query_cosine"] == pytest.approx(1 / 2**0.5, rel=1e-5)
+    pv_y = 1.3 / 10 / 2.5
+    assert off["final/weights/proj_value_cosine"] == pytest.approx(
+        pv_y / (pv_y**2 + 0.13**2) ** 0.5, rel=1e-5)  # fmt: skip
 
 
 def test_interpolation_starts_at_the_trained_model():
@@ -432,6 +461,7 @@ def test_interpolation_starts_at_the_trained_model():
     expected = (0.5 * (pred - batch.query_y).pow(2).mean()).item()
     assert final["final/interp/trained_loss"] == pytest.approx(expected, rel=1e-5)
     assert final["final/interp/constructed_loss"] != pytest.approx(expected, rel=1e-2)
+    assert final["final/weights/key_query_cosine"] < 0.5  # an untrained layer is no GD
 
 
 SINE_NETWORK = {"layers": "1", "embed": "0", "token_embed": "8", "iterations": "2"}

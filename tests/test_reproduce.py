@@ -517,6 +517,17 @@ def test_icml23_interpolation_lines_read_the_paths_excess_of_the_one_step_runs()
         assert judge(line, flat).verdict == "reproduced"
         barrier = {s: 2.5 * band + 0.0001 * s for s in range(3)}
         assert judge(line, barrier).verdict == "not reproduced"
+    # The trained products against the construction's (thesis Fig. 2.4, App. A.4).
+    for rng, pair in (("U(-0.5, 0.5)", "1-layer LSA, U(-0.5, 0.5) = GD (paired)"),
+                      ("U(-1, 1)", "1-layer LSA, U(-1, 1) = GD (paired)")):
+        for product, metric in (("W_K^T W_Q", "key_query_cosine"),
+                                ("P W_V", "proj_value_cosine")):
+            line = lines[f"trained {product} like the construction's (|cosine|), {rng}"]
+            assert line.metric == f"final/weights/{metric}"
+            assert run_key(line, "cpu") == run_key(lines[pair], "cpu")
+            assert (line.target, line.check, line.provenance) == (0.99, "at_least", "derived")
+            assert "Fig. 2.4" in line.cite
+            assert judge(line, {0: 0.95, 1: 0.96, 2: 0.955}).verdict == "not reproduced"
     # By N (thesis Fig. 2.3, lower left): on the alignment table's runs at each N.
     alignment = {c.label: c for c in _table("icml23-alignment").claims}
     for n in (5, 10, 20, 40):

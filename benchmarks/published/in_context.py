@@ -129,6 +129,12 @@ def _interpolation_cite(figures: str, band: str) -> str:
             f"band: 1% of one GD step's loss {band} (ours)")
 
 
+#: The trained products against Prop. 1's, on the entries the prediction reads.
+_RESEMBLANCE = ("thesis Fig. 2.4 (caption): 'We see (after scalar correction) a perfect "
+                "resemblance of our construction'; ICML'23 App. A.4, Fig. 9 (at least 0.99: "
+                "ours)")
+
+
 def _lsa_one(label: str, metric: str = LOSS, **target) -> Claim:
     """The trained 1-layer LSA at the paper text's U(-1, 1), 20 queries."""
     return Claim(label, "linreg-icl", "lsa", metric, _ONE,
@@ -167,6 +173,12 @@ def _icml23_one_step() -> Table:
             _lsa_one(f"{path}, U(-1, 1)", "final/interp/max_excess", target=0.0,
                      check="at_most", tolerance=0.008,
                      cite=_interpolation_cite("ICML'23 Fig. 2", "at the range")),
+            *(line(f"trained {product} like the construction's (|cosine|), {rng}",
+                   f"final/weights/{metric}", target=0.99, check="at_least",
+                   provenance="derived", cite=_RESEMBLANCE)
+              for line, rng in ((lsa_half, "U(-0.5, 0.5)"), (_lsa_one, "U(-1, 1)"))
+              for product, metric in (("W_K^T W_Q", "key_query_cosine"),
+                                      ("P W_V", "proj_value_cosine"))),
         ),  # fmt: skip
         figure=TableFigure(
             "ICML'23 sec. 3, Fig. 2 (a trained LSA layer against one step of GD over training)",
@@ -193,7 +205,11 @@ def _icml23_one_step() -> Table:
         "W_K^T W_Q's diagonal (which leaves its function unchanged), mixed at 11 points "
         "alpha = 0, 0.1, ..., 1; the line holds the largest loss on the path to at most the "
         "larger of its two ends' (+ the band), on 2,000 held-out tasks at the end of "
-        "training. The figure's interpolation curve over training is not measured.",
+        "training. The figure's interpolation curve over training is not measured. Weights "
+        "(App. A.4, thesis Fig. 2.4): |cosine| of the trained W_K^T W_Q's columns that meet "
+        "the query's x, and of P W_V's row that writes the prediction, with the "
+        "construction's [I; 0] and e_y (blind to the scale the layer splits between them, "
+        "as the paper's scalar correction is).",
     )
 
 

@@ -403,6 +403,7 @@ def lsa_weight_analyses(method, source: TaskSource, recorder, tasks: int = 2000,
             final["final/interp/trained_loss"] = interpolation[0][1]
             final["final/interp/constructed_loss"] = interpolation[-1][1]
             final["final/interp/max_excess"] = max(v for _, v in interpolation) - ends
+            final.update(construction_resemblance(key_query[0], proj_value[0], dim))
     recorder.log_figure(
         lsa_weights_figure(key_query.cpu(), proj_value.cpu(), curves, interpolation),
         "lsa_weights.png",
@@ -411,6 +412,27 @@ def lsa_weight_analyses(method, source: TaskSource, recorder, tasks: int = 2000,
 
 
 # -- GD++ read from a tied stack's weights (thesis sec. 2.3) -------------------------------
+def construction_resemblance(key_query: Tensor, proj_value: Tensor, dim: int) -> dict[str, float]:
+    """|cosine| of a trained 1-head layer's products with Prop. 1's, on the entries its
+    prediction reads: the columns of W_K^T W_Q that meet the query's x (its y is 0) and the
+    row of P W_V that writes the prediction (ICML'23 App. A.4, Fig. 9; thesis Fig. 2.4). The
+    construction's are [I; 0] and e_y^T up to scale; the cosine is blind to the scale (and
+    sign) the trained layer splits between the two products, as the paper's "scalar
+    correction" is."""
+    read_kq, read_pv = key_query[:, :dim], proj_value[dim]
+    built_kq = torch.zeros_like(read_kq)
+    built_kq[:dim] = torch.eye(dim, dtype=read_kq.dtype, device=read_kq.device)
+    built_pv = torch.zeros_like(read_pv)
+    built_pv[dim] = 1.0
+
+    def cosine(a: Tensor, b: Tensor) -> float:
+        value = torch.nn.functional.cosine_similarity(a.flatten(), b.flatten(), dim=0)
+        return min(value.abs().item(), 1.0)  # not a rounding error above 1
+
+    return {"final/weights/key_query_cosine": cosine(read_kq, built_kq),
+            "final/weights/proj_value_cosine": cosine(read_pv, built_pv)}  # fmt: skip
+
+
 def gdpp_extraction_applies(method, source: TaskSource) -> bool:
     """A trained tied (recurrent) stack of plain linear layers on constructed tokens."""
     c = method.config
