@@ -105,6 +105,17 @@ def test_a_table_is_assembled_from_shipped_runs_and_runs_only_missing_cells(
     row = next(line for line in capsys.readouterr().out.splitlines()
                if line.startswith("| fomaml = maml (paired) |"))  # fmt: skip
     assert "(n=3)" in row, row
+    # A cell run again apart from the bundle (--no-shipped) and shipped: the bundle keeps
+    # the run the table judged, one run per cell, not both.
+    third = new_store("third")
+    assert main([*base, "--seeds", "0", "--no-shipped", "--ship", "--tracking-uri", third]) == 0
+    assert "6 run(s), 2 new, 2 replaced (cells run again)" in capsys.readouterr().out
+    runs = read_bundle(bundle).runs
+    cells = [(r["tags"]["mesabench.method"], r["tags"]["mesabench.seed"]) for r in runs]
+    assert len(cells) == len(set(cells)) == 6
+    third_ids = {r.info.run_id for r in stored_runs(third)}
+    assert {c for r, c in zip(runs, cells, strict=True) if r["source_run"] in third_ids} == {
+        ("maml", "0"), ("fomaml", "0")}  # fmt: skip
 
 
 def test_a_new_method_ranks_beside_the_shipped_baselines_paired_by_seed(

@@ -22,6 +22,8 @@ from benchmarks.store.bundles import SUFFIX, Bundle, check_installed, import_bun
 
 #: The tag naming a run's configuration (its identity without the seed).
 CONFIG_TAG = "mesabench.config_hash"
+#: The tag naming a run's seed: with the configuration, its cell.
+SEED_TAG = "mesabench.seed"
 
 FOLDER_ENV = "MESABENCH_SHIPPED_RUNS"
 
@@ -66,13 +68,20 @@ def import_shipped(tracker, paths: Iterable[Path], benchmarks: set[str] | None =
     return added
 
 
+def _cell(run: dict) -> tuple[str | None, str | None]:
+    """A bundle run's cell: its configuration and seed."""
+    return run["tags"].get(CONFIG_TAG), run["tags"].get(SEED_TAG)
+
+
 def ship_table(outcome, tracker, histories: Collection[str] = (),
                configurations: Collection[str] | None = None) -> str:  # fmt: skip
     """Write the runs a judged table read (``outcome``: :func:`reproduce`'s) to the table's
     shipped bundle, beside the runs it held already: runs of other presets or seeds stay,
     and a run imported from the bundle is kept as the bundle had it (never shipped again as
-    a new run). Final metrics, and the ``histories`` named (those the table's figure draws:
-    short, one point per validation or log step); no checkpoints.
+    a new run). A cell (configuration and seed) the bundle held a run of and the table
+    judged another run of (a cell run again here, ``--no-shipped``) keeps the judged run
+    only: one run per cell. Final metrics, and the ``histories`` named (those the table's
+    figure draws: short, one point per validation or log step); no checkpoints.
 
     ``configurations``: the config hashes the table's lines run at any preset; a run the
     bundle held of none of them (a line since changed or removed) is dropped, so that the
@@ -88,7 +97,7 @@ def ship_table(outcome, tracker, histories: Collection[str] = (),
     wanted = None if configurations is None else set(configurations)
     kept = {r["source_run"]: r for r in held
             if wanted is None or r["tags"].get(CONFIG_TAG) in wanted}  # fmt: skip
-    before, dropped = len(kept), len(held) - len(kept)
+    before, dropped, replaced = len(kept), len(held) - len(kept), 0
     ids = sorted({run_id for by_seed in outcome.runs.values() for run_id, _ in by_seed.values()})
     with tempfile.TemporaryDirectory() as scratch:
         for run_id in ids:
@@ -96,6 +105,10 @@ def ship_table(outcome, tracker, histories: Collection[str] = (),
             if run.data.tags.get(SOURCE_RUN_TAG) in kept:
                 continue  # the shipped run itself, imported here
             body = run_body(tracker.client, run, set(histories), scratch=Path(scratch))
+            cell = _cell(body)
+            for source in [k for k, held_run in kept.items() if _cell(held_run) == cell]:
+                del kept[source]  # the cell's earlier run, which the table no longer read
+                replaced += 1
             kept[body["source_run"]] = body
     if not kept:  # no line has a finished run (the data was missing, say): nothing to ship
         return f"nothing: {outcome.table.name} has no finished run to ship ({path} untouched)"
@@ -103,5 +116,6 @@ def ship_table(outcome, tracker, histories: Collection[str] = (),
     path.parent.mkdir(parents=True, exist_ok=True)
     write_bundle(path, data)
     gone = f", {dropped} dropped (of configurations no line runs now)" if dropped else ""
-    return (f"{path} ({len(kept)} run(s), {len(kept) - before} new{gone}; "
+    gone += f", {replaced} replaced (cells run again)" if replaced else ""
+    return (f"{path} ({len(kept)} run(s), {len(kept) - before + replaced} new{gone}; "
             f"{len(data) / 1024:.1f} KiB)")
