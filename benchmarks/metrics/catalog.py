@@ -219,6 +219,10 @@ _IN_CONTEXT = [
     (r"final/interp/trained_loss", "lower", "loss at the trained weights"),
     (r"final/interp/constructed_loss", None, "loss at the constructed GD weights"),
     (r"final/interp/max_excess", "lower", "largest loss barrier on the path to the GD weights"),
+    (r"final/weights/key_query_cosine", "higher",
+     "|cosine| of the trained W_K^T W_Q with Prop. 1's, on the entries the prediction reads"),
+    (r"final/weights/proj_value_cosine", "higher",
+     "|cosine| of the trained P W_V with Prop. 1's, on the row that writes the prediction"),
 ]
 for _pattern, _direction, _words in [*_COMMON, *_IN_CONTEXT]:
     declare_metric(_pattern, _direction, _words)  # type: ignore[arg-type]
