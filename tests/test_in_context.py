@@ -428,18 +428,19 @@ def test_construction_resemblance_reads_only_the_entries_the_prediction_uses():
     from methods.layers.attention import gd_construction
 
     built = gd_construction(10, 1.3, 10)
-    kq = (built["key"].mT @ built["query"])[0] * -2.5
-    pv = (built["projection"] @ built["value"])[0] / -2.5
+    built_kq = (built["key"].mT @ built["query"])[0]
+    built_pv = (built["projection"] @ built["value"])[0]
+    kq, pv = built_kq * -2.5, built_pv / -2.5
     unread_kq, unread_pv = kq.clone(), pv.clone()
     unread_kq[:, 10] = 5.0  # the query's y column (always 0)
     unread_pv[:10] = 5.0  # rows writing x, never read out
-    same = construction_resemblance(unread_kq, unread_pv, 10)
+    same = construction_resemblance(unread_kq, unread_pv, built_kq, built_pv, 10)
     assert same["final/weights/key_query_cosine"] == pytest.approx(1.0, abs=1e-6)
     assert same["final/weights/proj_value_cosine"] == pytest.approx(1.0, abs=1e-6)
     read_kq, read_pv = kq.clone(), pv.clone()
     read_kq[10, :10] = 2.5  # y_i meets x_q: read, not in the construction
     read_pv[10, 0] = 0.13  # x_i's first entry written into y: read
-    off = construction_resemblance(read_kq, read_pv, 10)
+    off = construction_resemblance(read_kq, read_pv, built_kq, built_pv, 10)
     # |cos| = |<A, B>| / (|A| |B|) by hand: kq's 10 ones * 2.5 against 10 more entries of 2.5.
     assert off["final/weights/key_query_cosine"] == pytest.approx(1 / 2**0.5, rel=1e-5)
     pv_y = 1.3 / 10 / 2.5

@@ -327,6 +327,24 @@ DAMPENINGS = (1.0, 0.75, 0.5)
 INTERPOLATION = tuple(i / 10 for i in range(11))
 
 
+def abs_cosine(a: Tensor, b: Tensor) -> float:
+    """|cosine| of two tensors read flat: blind to a scale and sign between them."""
+    return abs(torch.nn.functional.cosine_similarity(a.flatten(), b.flatten(), dim=0).item())
+
+
+def construction_resemblance(key_query: Tensor, proj_value: Tensor, built_kq: Tensor,
+                             built_pv: Tensor, dim: int) -> dict[str, float]:  # fmt: skip
+    """|cosine| of a trained 1-head layer's products with Prop. 1's (``built_kq``,
+    ``built_pv``: :func:`gd_construction`'s), on the entries its prediction reads: the
+    columns of W_K^T W_Q that meet the query's x (its y is 0) and the row of P W_V that
+    writes the prediction (ICML'23 App. A.4, Fig. 9; thesis Fig. 2.4). Blind to the scale
+    (and sign) the trained layer splits between the two products, as the paper's "scalar
+    correction" is."""
+    read = {"key_query": (key_query[:, :dim], built_kq[:, :dim]),
+            "proj_value": (proj_value[dim], built_pv[dim])}
+    return {f"final/weights/{name}_cosine": abs_cosine(*pair) for name, pair in read.items()}
+
+
 def weight_analyses_apply(method, source: TaskSource) -> bool:
     """A trained 1-layer LSA (``method``) on constructed linear-regression tokens (von Oswald
     et al.)."""
@@ -387,10 +405,12 @@ def lsa_weight_analyses(method, source: TaskSource, recorder, tasks: int = 2000,
         if c.heads == 1 and not c.softmax and not c.layernorm and not c.mlp:
             dim, n = sx.shape[-1], sx.shape[1]
             built = gd_construction(dim, eta, n)
-            kq_gd = built["key"].mT @ built["query"]
-            pv_gd = built["projection"] @ built["value"]
+            kq_built = (built["key"].mT @ built["query"]).to(key_query)
+            pv_built = (built["projection"] @ built["value"]).to(proj_value)
+            final.update(construction_resemblance(key_query[0], proj_value[0], kq_built[0],
+                                                  pv_built[0], dim))  # fmt: skip
             scale = key_query[0, :dim, :dim].diagonal().mean()
-            kq_gd, pv_gd = kq_gd.to(key_query) * scale, pv_gd.to(proj_value) / scale
+            kq_gd, pv_gd = kq_built * scale, pv_built / scale
             context, queries = context_tokens(sx, sy), query_tokens(qx)
             for alpha in INTERPOLATION:
                 kq = (1 - alpha) * key_query + alpha * kq_gd
@@ -403,7 +423,6 @@ def lsa_weight_analyses(method, source: TaskSource, recorder, tasks: int = 2000,
             final["final/interp/trained_loss"] = interpolation[0][1]
             final["final/interp/constructed_loss"] = interpolation[-1][1]
             final["final/interp/max_excess"] = max(v for _, v in interpolation) - ends
-            final.update(construction_resemblance(key_query[0], proj_value[0], dim))
     recorder.log_figure(
         lsa_weights_figure(key_query.cpu(), proj_value.cpu(), curves, interpolation),
         "lsa_weights.png",
@@ -412,27 +431,6 @@ def lsa_weight_analyses(method, source: TaskSource, recorder, tasks: int = 2000,
 
 
 # -- GD++ read from a tied stack's weights (thesis sec. 2.3) -------------------------------
-def construction_resemblance(key_query: Tensor, proj_value: Tensor, dim: int) -> dict[str, float]:
-    """|cosine| of a trained 1-head layer's products with Prop. 1's, on the entries its
-    prediction reads: the columns of W_K^T W_Q that meet the query's x (its y is 0) and the
-    row of P W_V that writes the prediction (ICML'23 App. A.4, Fig. 9; thesis Fig. 2.4). The
-    construction's are [I; 0] and e_y^T up to scale; the cosine is blind to the scale (and
-    sign) the trained layer splits between the two products, as the paper's "scalar
-    correction" is."""
-    read_kq, read_pv = key_query[:, :dim], proj_value[dim]
-    built_kq = torch.zeros_like(read_kq)
-    built_kq[:dim] = torch.eye(dim, dtype=read_kq.dtype, device=read_kq.device)
-    built_pv = torch.zeros_like(read_pv)
-    built_pv[dim] = 1.0
-
-    def cosine(a: Tensor, b: Tensor) -> float:
-        value = torch.nn.functional.cosine_similarity(a.flatten(), b.flatten(), dim=0)
-        return min(value.abs().item(), 1.0)  # not a rounding error above 1
-
-    return {"final/weights/key_query_cosine": cosine(read_kq, built_kq),
-            "final/weights/proj_value_cosine": cosine(read_pv, built_pv)}  # fmt: skip
-
-
 def gdpp_extraction_applies(method, source: TaskSource) -> bool:
     """A trained tied (recurrent) stack of plain linear layers on constructed tokens."""
     c = method.config
@@ -532,17 +530,14 @@ def gdssm_parameters(method, source: TaskSource, built: dict[str, Tensor],
     layer = method.model.layers[0]
     dim, n, m = source.problem.input_shape[0], source.problem.context_size, method.outputs
 
-    def cosine(a: Tensor, b: Tensor) -> float:
-        return abs(torch.nn.functional.cosine_similarity(a.flatten(), b.flatten(), dim=0).item())
-
     with torch.no_grad():
         readout = layer.readout.detach().cpu()[-m:]  # the y rows: all the prediction reads
         c = readout[:, -m:].diagonal().mean()
         rate = -n * layer.local[0, 1].cpu() * layer.select[2].cpu() * c
         return {
-            "final/gdssm/local_cosine": cosine(layer.local.cpu(), built["local"]),
-            "final/gdssm/select_cosine": cosine(layer.select.cpu(), built["select"]),
-            "final/gdssm/readout_cosine": cosine(readout, built["readout"][-m:]),
+            "final/gdssm/local_cosine": abs_cosine(layer.local.cpu(), built["local"]),
+            "final/gdssm/select_cosine": abs_cosine(layer.select.cpu(), built["select"]),
+            "final/gdssm/readout_cosine": abs_cosine(readout, built["readout"][-m:]),
             "final/gdssm/decay_mean": layer.decay[:dim, -m:].mean().item(),
             "final/gdssm/eta": float(rate),
             "final/gdssm/gd_eta": method_gd_rate(method, source, seed),
