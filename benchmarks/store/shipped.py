@@ -98,6 +98,9 @@ def ship_table(outcome, tracker, histories: Collection[str] = (),
     kept = {r["source_run"]: r for r in held
             if wanted is None or r["tags"].get(CONFIG_TAG) in wanted}  # fmt: skip
     before, dropped, replaced = len(kept), len(held) - len(kept), 0
+    by_cell: dict[tuple, list[str]] = {}  # the held runs of each cell, by source run
+    for source, held_run in kept.items():
+        by_cell.setdefault(_cell(held_run), []).append(source)
     ids = sorted({run_id for by_seed in outcome.runs.values() for run_id, _ in by_seed.values()})
     with tempfile.TemporaryDirectory() as scratch:
         for run_id in ids:
@@ -105,8 +108,7 @@ def ship_table(outcome, tracker, histories: Collection[str] = (),
             if run.data.tags.get(SOURCE_RUN_TAG) in kept:
                 continue  # the shipped run itself, imported here
             body = run_body(tracker.client, run, set(histories), scratch=Path(scratch))
-            cell = _cell(body)
-            for source in [k for k, held_run in kept.items() if _cell(held_run) == cell]:
+            for source in by_cell.pop(_cell(body), []):
                 del kept[source]  # the cell's earlier run, which the table no longer read
                 replaced += 1
             kept[body["source_run"]] = body
