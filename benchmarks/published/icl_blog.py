@@ -29,43 +29,48 @@ _LINEAR_LOWER = ("blog post, sec. 'Linear self-attention is sufficient', key tak
                  "the softmax transformer'")
 
 
-def _depth_context_relations(budget: dict[str, dict[str, str]]) -> list[Claim]:
+#: The trained transformers' budget (GD's is its own).
+_DEPTH_BUDGET = run_budget(1000, 5000, 5000)
+
+
+def _depth_line(kind: str, layers: int, c: int, label: str, **target) -> Claim:
+    """A trained ``kind`` ("linear" or "softmax") transformer of ``layers`` layers at context
+    size ``c``: one run, read by every line of that configuration."""
+    settings = {**_BLOG_TASK, "shots": str(c)}
+    if kind == "softmax":
+        settings.update(layers=str(layers), softmax="true")
+        cost = run_cost(5.0 * layers, 22.0 * layers)
+    else:  # one linear layer: the method's default depth, not set
+        settings.update({} if layers == 1 else {"layers": str(layers)})
+        cost = run_cost(4.0 * layers, 18.0 * layers)
+    return Claim(label, "linreg-icl", "lsa", LOSS, settings, _DEPTH_BUDGET, cost_s=cost,
+                 **target)  # fmt: skip
+
+
+def _depth_context_relations() -> list[Claim]:
     """The blog's relations on its softmax lines, on the runs the table's lines make: the
     softmax loss falls with C and with depth (Fig. 7), and the linear transformer's is lower
     than the softmax one's of as many layers (the key takeaways)."""
-
-    def softmax(layers: int, c: int, label: str, **target) -> Claim:
-        return Claim(label, "linreg-icl", "lsa", LOSS,
-                     {**_BLOG_TASK, "shots": str(c), "layers": str(layers), "softmax": "true"},
-                     budget, check="at_most", cost_s=run_cost(5.0 * layers, 22.0 * layers),
-                     **target)  # fmt: skip
-
-    def linear(layers: int, c: int, label: str, **target) -> Claim:
-        task = {**_BLOG_TASK, "shots": str(c)}
-        return Claim(label, "linreg-icl", "lsa", LOSS,
-                     task if layers == 1 else {**task, "layers": str(layers)}, budget,
-                     check="at_most", cost_s=run_cost(4.0 * layers, 18.0 * layers),
-                     **target)  # fmt: skip
-
     claims = []
     for layers in (1, 2):
         for fewer, c in zip(_CONTEXTS, _CONTEXTS[1:], strict=False):
-            claims.append(softmax(layers, c, f"softmax, {layers} layer(s): C = {c} at most "
-                                  f"C = {fewer} (paired)",
-                                  versus=f"softmax, {layers} layer(s), C = {fewer}", cite=_FIG_7))
+            claims.append(_depth_line("softmax", layers, c, f"softmax, {layers} layer(s): "
+                                      f"C = {c} at most C = {fewer} (paired)",
+                                      versus=f"softmax, {layers} layer(s), C = {fewer}",
+                                      check="at_most", cite=_FIG_7))
     for c in _CONTEXTS:
-        claims.append(softmax(2, c, f"softmax, C = {c}: 2 layers at most 1 layer (paired)",
-                              versus=f"softmax, 1 layer(s), C = {c}", cite=_FIG_7))
+        claims.append(_depth_line("softmax", 2, c, f"softmax, C = {c}: 2 layers at most 1 "
+                                  "layer (paired)", versus=f"softmax, 1 layer(s), C = {c}",
+                                  check="at_most", cite=_FIG_7))
         for layers in (1, 2):
-            claims.append(linear(layers, c, f"linear at most softmax, {layers} layer(s), "
-                                 f"C = {c} (paired)",
-                                 versus=f"softmax, {layers} layer(s), C = {c}",
-                                 cite=_LINEAR_LOWER))
+            claims.append(_depth_line("linear", layers, c, f"linear at most softmax, {layers} "
+                                      f"layer(s), C = {c} (paired)",
+                                      versus=f"softmax, {layers} layer(s), C = {c}",
+                                      check="at_most", cite=_LINEAR_LOWER))
     return claims
 
 
 def _blog_depth() -> Table:
-    budget = run_budget(1000, 5000, 5000)
     claims = []
     for c in _CONTEXTS:
         gd = f"one GD step, C = {c}"
@@ -76,30 +81,19 @@ def _blog_depth() -> Table:
                             cite="blog post, Fig. 9, C = 10 (the GD transformer's loss, read off "
                             "a plot; not in its text)",
                             cost_s=run_cost(1.5, 2.0)))  # fmt: skip
-        for layers in (1, 2, 3):
-            label = f"linear, {layers} layer(s), C = {c}"
-            if layers == 1:
-                claims.append(Claim(f"{label} = GD (paired)", "linreg-icl", "lsa", LOSS, task,
-                                    budget, versus=gd, tolerance=0.02, relative=True,
-                                    cite="blog post, Fig. 9 and its text: a trained 1-layer "
-                                    "linear transformer converges to the GD step's loss",
-                                    cost_s=run_cost(4.0, 18.0)))  # fmt: skip
-            else:
-                claims.append(Claim(label, "linreg-icl", "lsa", LOSS,
-                                    {**task, "layers": str(layers)}, budget,
-                                    cost_s=run_cost(4.0 * layers, 18.0 * layers)))  # fmt: skip
-        for layers in (1, 2):
-            claims.append(Claim(f"softmax, {layers} layer(s), C = {c}", "linreg-icl", "lsa",
-                                LOSS, {**task, "layers": str(layers), "softmax": "true"},
-                                budget, cost_s=run_cost(5.0 * layers, 22.0 * layers)))  # fmt: skip
-    claims += _depth_context_relations(budget)
-    c10 = {**_BLOG_TASK, "shots": "10"}
-    for layers, value in _BLOG_C10.items():
-        settings = c10 if layers == 1 else {**c10, "layers": str(layers)}
-        claims.append(Claim(f"linear, {layers} layer(s), C = 10: the blog's number", "linreg-icl",
-                            "lsa", LOSS, settings, budget, target=value, tolerance=0.25,
-                            relative=True, provenance="figure", cite="blog post, Fig. 8, C = 10",
-                            cost_s=run_cost(4.0 * layers, 18.0 * layers)))  # fmt: skip
+        claims.append(_depth_line("linear", 1, c, f"linear, 1 layer(s), C = {c} = GD (paired)",
+                                  versus=gd, tolerance=0.02, relative=True,
+                                  cite="blog post, Fig. 9 and its text: a trained 1-layer "
+                                  "linear transformer converges to the GD step's loss"))
+        claims += [_depth_line("linear", layers, c, f"linear, {layers} layer(s), C = {c}")
+                   for layers in (2, 3)]
+        claims += [_depth_line("softmax", layers, c, f"softmax, {layers} layer(s), C = {c}")
+                   for layers in (1, 2)]
+    claims += _depth_context_relations()
+    claims += [_depth_line("linear", layers, 10, f"linear, {layers} layer(s), C = 10: the "
+                           "blog's number", target=value, tolerance=0.25, relative=True,
+                           provenance="figure", cite="blog post, Fig. 8, C = 10")
+               for layers, value in _BLOG_C10.items()]
 
     def points(kind: str, layers: int) -> Points:
         def label(c: int) -> str:
