@@ -140,6 +140,8 @@ def _width_cost(width: int) -> dict[str, float]:
 
 def _lamaml_sparsity() -> Table:
     claims = []
+    # The figure's series: (panel, series) -> the lines along its x axis, in order.
+    series: dict[tuple[str, str], list[str]] = {}
     for method, panel in _FIG_43_METHODS.items():
         previous = None
         for name, tensor in _FIG_43_LAYERS:
@@ -154,6 +156,8 @@ def _lamaml_sparsity() -> Table:
                 check="at_least" if deeper else "within",
                 cite=f"thesis figure 4.3 (caption, {panel})",
                 cost_s=_FIG_43_COST[method]))  # fmt: skip
+            series.setdefault((f"{method} ({panel})", "weights" if name[0] == "W" else "biases"),
+                              []).append(label)  # fmt: skip
             previous = (name, label)
     # The right panel: sparse-La-MAML's overall sparsity falls, and its RA rises, with width.
     for metric, what, check in (("final/sparsity/overall", "overall sparsity", "at_most"),
@@ -173,6 +177,7 @@ def _lamaml_sparsity() -> Table:
                 cite="thesis figure 4.3 (caption, right panel): 'Overall sparsity of "
                 "sparse-La-MAML decreases with increased network capacity accompanied with "
                 "higher retained accuracy (RA)'", cost_s=_width_cost(width)))  # fmt: skip
+            series.setdefault(("sparse_lamaml (right panel)", what), []).append(label)
             previous = (width, label)
     return Table(
         "lamaml-sparsity",
@@ -195,16 +200,14 @@ def _lamaml_sparsity() -> Table:
         "Not measured here: the growth over tasks (left and center panels' x axis).",
         figure=TableFigure(
             "thesis figure 4.3 (sparsity by depth at the end of the rotations stream)",
-            tuple(Panel(f"{method} ({panel})", "layer", "gradient sparsity", tuple(
-                Points(kind, tuple((depth, claims[offset + start + depth - 1].label)
-                                   for depth in (1, 2, 3)))
-                for kind, start in (("weights", 0), ("biases", 3))))
-                for offset, (method, panel) in zip((0, 6), _FIG_43_METHODS.items(),
-                                                   strict=True))
+            tuple(Panel(title, "layer", "gradient sparsity", tuple(
+                Points(kind, tuple(enumerate(series[title, kind], start=1)))
+                for kind in ("weights", "biases")))
+                for title in (f"{m} ({p})" for m, p in _FIG_43_METHODS.items()))
             + (Panel("sparse_lamaml (right panel)", "hidden width", "overall sparsity / RA", tuple(
-                Points(what, tuple((width, claims[12 + start + i].label)
-                                   for i, width in enumerate(_FIG_43_WIDTHS)))
-                for what, start in (("overall sparsity", 0), ("RA", 3))), log_x=True),),
+                Points(what, tuple(zip(_FIG_43_WIDTHS, series["sparse_lamaml (right panel)",
+                                                              what], strict=True)))
+                for what in ("overall sparsity", "RA")), log_x=True),),
         ),  # fmt: skip
     )
 
