@@ -75,9 +75,29 @@ def test_a_tied_stack_reports_its_gamma_and_the_eigenvalues_of_its_tasks():
     import numpy as np
 
     x = batch.support_x.double().numpy()
-    largest = np.linalg.eigvalsh(np.einsum("tni,tnj->tij", x, x))[:, -1]
+    spectra = np.linalg.eigvalsh(np.einsum("tni,tnj->tij", x, x))
+    largest = spectra[:, -1]
     assert got["final/data/xx_max_eig"] == pytest.approx(largest.mean(), rel=1e-9)
     assert got["final/data/xx_max_eig_largest"] == pytest.approx(largest.max(), rel=1e-9)
+    assert got["final/data/xx_min_eig_smallest"] == pytest.approx(spectra[:, 0].min(), rel=1e-6)
+    assert got["final/gdpp/gamma_max_eig"] == pytest.approx(0.176 * largest.max(), rel=1e-5)
+    # The condition numbers, by the thesis' f(lambda, gamma) = lambda - 2 gamma lambda^2 +
+    # gamma^2 lambda^3 written out, medians over the same tasks.
+    f = spectra - 2 * 0.176 * spectra**2 + 0.176**2 * spectra**3
+    kappa = spectra[:, -1] / spectra[:, 0]
+    assert got["final/data/kappa_median"] == pytest.approx(np.median(kappa), rel=1e-3)
+    assert got["final/gdpp/kappa_median"] == pytest.approx(
+        np.median(f.max(1) / f.min(1)), rel=1e-3)  # fmt: skip
+
+
+def test_gdpp_condition_numbers_worked_by_hand():
+    """kappa = max f / min f with f(lambda) = lambda (1 - gamma lambda)^2: eigenvalues
+    1, 2, 4 at gamma = 0.25 become 0.5625, 0.5, 0 (4 = 1 / gamma: kappa infinite) and at
+    gamma = 0.1 become 0.81, 1.28, 1.44 (kappa 1.44 / 0.81); gamma = 0: 4 / 1."""
+    spectra = torch.tensor([[1.0, 2.0, 4.0]], dtype=torch.float64)
+    assert icl_analyses.gdpp_condition(spectra, 0.0).item() == pytest.approx(4.0)
+    assert icl_analyses.gdpp_condition(spectra, 0.1).item() == pytest.approx(1.44 / 0.81)
+    assert icl_analyses.gdpp_condition(spectra, 0.25).item() == float("inf")
 
 
 # -- interleaved tokens: the hand-built copy + GD model ----------------------------------------

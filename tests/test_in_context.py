@@ -411,6 +411,16 @@ def test_weight_analyses_of_the_constructed_layer_equal_gd():
         for k in REPEATS:
             assert model[k] == pytest.approx(gd[k], rel=1e-4)
     assert gd[REPEATS[-1]] < gd[1]  # more (dampened) steps help
+    # How soon each diverges (worse than predicting zero), read off the logged curves: the
+    # construction as soon as GD; undampened both within 50 repetitions, at 0.5 neither.
+    zero = 0.5 * 10 * (0.5**2 / 3)  # 0.5 E||y||^2 = 0.5 d E[x^2] E[w^2], U(-0.5, 0.5), N(0, 1)
+    for damp in DAMPENINGS:
+        assert final[f"final/repeat/d{damp}_diverge_k_model"] == final[
+            f"final/repeat/d{damp}_diverge_k_gd"]  # fmt: skip
+    undamped = dict(recorder.metrics["analysis/repeat_d1.0_gd"])
+    first = next(k for k in REPEATS if undamped[k] > zero)  # no K lies near it: 0.2 then 1.3
+    assert final["final/repeat/d1.0_diverge_k_gd"] == first <= REPEATS[-1]
+    assert final["final/repeat/d0.5_diverge_k_gd"] == REPEATS[-1] + 1
     path = [v for _, v in recorder.metrics["analysis/interpolation_loss"]]
     assert len(path) == 11 and max(path) - min(path) < 1e-5  # the rescaling undoes the 3
     assert final["final/interp/trained_loss"] == pytest.approx(path[0])
@@ -540,3 +550,44 @@ def test_s5s_gelu_block_is_its_formula_and_not_linear_in_its_tokens():
     for model, is_linear in ((linear, True), (block, False)):
         doubled = model(2 * tokens) - 2 * model(tokens)
         assert torch.allclose(doubled, torch.zeros_like(doubled), atol=1e-12) == is_linear
+
+
+def test_head_cancellation_reads_the_rate_scaled_heads_and_their_sum():
+    """ICML'23 App. A.9 Fig. 11 / thesis Fig. 2.10: two heads whose W_K^T W_Q carry
+    off-diagonals of opposite sign, each scaled by the rate its P W_V writes into y, sum to
+    a diagonal; the shares and the cosine are checked against values worked by hand."""
+    from methods.analyses.in_context import head_cancellation
+
+    d = 4
+    off = torch.zeros(d, d)
+    off[0, 1], off[2, 3] = 1.0, -2.0  # ||off||_F = sqrt(5)
+    key_query = torch.zeros(2, d + 1, d + 1)
+    key_query[0, :d, :d] = torch.eye(d) + off
+    key_query[1, :d, :d] = 4 * torch.eye(d) - 2 * off  # written at half head 1's rate
+    key_query[:, d, :] = 7.0  # rows of y: not part of M_h
+    proj_value = torch.zeros(2, d + 1, d + 1)
+    proj_value[0, d, d], proj_value[1, d, d] = -0.2, -0.1
+    proj_value[:, :d, :d] = 3.0  # P W_V's x block: not the rate
+    cancelled = head_cancellation(key_query, proj_value, d)
+    # M_1 = -0.2 (I + off), M_2 = -0.2 (2 I - off): sum -0.6 I, no off-diagonal left; head 2
+    # is the more diagonal one (share sqrt(5) / sqrt(4 d + 5)).
+    assert cancelled["final/heads/offdiag_share_sum"] == pytest.approx(0.0, abs=1e-7)
+    assert cancelled["final/heads/offdiag_cosine"] == pytest.approx(-1.0, abs=1e-6)
+    assert cancelled["final/heads/offdiag_share_min"] == pytest.approx(
+        (5 / (4 * d + 5)) ** 0.5, rel=1e-6)  # fmt: skip
+    # Head 2 at head 1's rate (not half): the off-diagonals no longer cancel in the sum.
+    proj_value[1, d, d] = -0.2
+    kept = head_cancellation(key_query, proj_value, d)
+    # M_1 + M_2 = -0.2 (5 I - off): share sqrt(5) / sqrt(25 d + 5).
+    assert kept["final/heads/offdiag_share_sum"] == pytest.approx(
+        (5 / (25 * d + 5)) ** 0.5, rel=1e-6)  # fmt: skip
+    assert kept["final/heads/offdiag_cosine"] == pytest.approx(-1.0, abs=1e-6)
+
+
+def test_diverged_at_is_the_first_repetition_worse_than_predicting_zero():
+    from methods.analyses.in_context import diverged_at
+
+    assert diverged_at([(1, 0.2), (2, 0.1), (8, 0.9), (50, 3.0)], 0.5) == 8
+    assert diverged_at([(1, 0.2), (2, float("nan")), (8, 0.1)], 0.5) == 2  # overflowed
+    assert diverged_at([(1, 0.2), (8, float("inf"))], 0.5) == 8
+    assert diverged_at([(1, 0.2), (50, 0.5)], 0.5) == 51  # at zero's loss is not above it

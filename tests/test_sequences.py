@@ -56,6 +56,7 @@ def test_mesa_learns_in_context_and_logs_the_loss_by_position():
     curve = [value for _, value in recorder.metrics["analysis/loss_by_t"]]
     assert len(curve) == 19
     assert final["final/loss_t19"] == pytest.approx(curve[-1])
+    assert final["final/loss_t_rise"] == pytest.approx(curve[-1] - min(curve))
     # The zero predictor scores 0.5 * D = 5 at every position; after 200 steps one mesa layer
     # is 17% below it overall (4.17) and learns in context: its last positions are a third
     # below its first (3.45 at t = 19 vs 5.11 at t = 1).

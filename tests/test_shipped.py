@@ -237,12 +237,23 @@ def test_a_results_page_section_off_its_shipped_runs_is_named_and_written_back(
     row, off = _one_step_row(section)
     page = tmp_path / "RESULTS.md"
     page.write_text(section.replace(row, off), encoding="utf-8")
+    # Its figure beside the page, one number of its data 2% off.
+    figure = RESULTS_PAGE.parent / "img" / "icml23-one-step.csv"
+    (tmp_path / "img").mkdir()
+    held = figure.read_text(encoding="utf-8").splitlines(keepends=True)
+    value = held[1].rstrip("\n").split(",")[-3]  # ...,x,mean,std_over_seeds,n_seeds
+    held[1], original = held[1].replace(f",{value},", f",{float(value) * 1.02!r},", 1), held[1]
+    assert held[1] != original
+    (tmp_path / "img" / figure.name).write_text("".join(held), encoding="utf-8")
     assert main(["results-page", str(page), "--check"]) == 1
     said = capsys.readouterr().out
     assert "differs from its shipped runs: icml23-one-step --preset cpu --seeds 0-2" in said
     assert "1 section(s), 1 differ" in said and off in page.read_text(encoding="utf-8")
     assert main(["results-page", str(page)]) == 0
     assert page.read_text(encoding="utf-8") == section
+    # The figure is drawn again from the shipped runs: the committed data, and its PNG.
+    assert (tmp_path / "img" / figure.name).read_bytes() == figure.read_bytes()
+    assert (tmp_path / "img" / "icml23-one-step.png").stat().st_size > 0
 
 
 @pytest.mark.parametrize(("marker", "said"), [
@@ -265,16 +276,31 @@ def test_a_results_page_section_naming_what_does_not_exist_is_one_line(
     assert not any(tmp_path.glob("*/mlflow.db"))
 
 
-@pytest.mark.slow  # every shipped table imported and judged (~20 CPU-s, growing with them)
+@pytest.mark.slow  # every shipped table imported, judged and drawn (~40 CPU-s, growing)
 def test_the_results_page_is_what_its_shipped_runs_give(tmp_path):
-    """The committed page is what `results-page` writes from shipped_runs/, each table
-    judged from its own bundle alone; an edited number is the one section named."""
+    """The committed page and figures are what `results-page` writes from shipped_runs/,
+    each table judged from its own bundle alone; an edited number, in the page or in a
+    figure's data, is the one section named."""
+    import shutil
+
     from benchmarks.published.results_page import ScratchStores, regenerate
 
     committed = RESULTS_PAGE.read_text(encoding="utf-8")
     row, off = _one_step_row(committed)
-    text, changed = regenerate(committed.replace(row, off), ScratchStores(tmp_path))
-    assert changed == ["icml23-one-step --preset cpu --seeds 0-2"]
+    # The committed figures, one of them (mqar's) with a number of its data 2% off.
+    figures = tmp_path / "committed"
+    shutil.copytree(RESULTS_PAGE.parent / "img", figures)
+    data = (figures / "mqar.csv").read_text(encoding="utf-8").splitlines(keepends=True)
+    value = data[1].rstrip("\n").split(",")[-3]  # ...,x,mean,std_over_seeds,n_seeds
+    data[1], original = data[1].replace(f",{value},", f",{float(value) * 1.02!r},", 1), data[1]
+    assert data[1] != original
+    (figures / "mqar.csv").write_text("".join(data), encoding="utf-8")
+    drawn = tmp_path / "drawn"
+    drawn.mkdir()
+    text, changed = regenerate(committed.replace(row, off), ScratchStores(tmp_path / "stores"),
+                               drawn, figures)  # fmt: skip
+    assert changed == ["icml23-one-step --preset cpu --seeds 0-2",
+                       "mqar --preset cpu --seeds 0-2 (its figure)"]  # fmt: skip
     assert text == committed
 
 
@@ -309,3 +335,38 @@ def test_the_results_pages_verdict_summaries_count_what_each_generated_section_s
                 assert [int(c) for c in counts] == generated[table], table
                 checked += 1
     assert checked >= 10
+
+
+def test_the_coverage_summary_counts_its_rows():
+    """RESULTS.md's coverage summary (per paper: experiments, CPU-feasible, fully, partly,
+    not covered) is the count of its one-row-per-experiment table: a row whose "covered by"
+    starts with "none" is not covered, one that says "partly" before its first colon is
+    partly covered, any other is fully; a row is CPU-feasible when its last cell says yes."""
+    page = RESULTS_PAGE.read_text(encoding="utf-8")
+    listing = page[page.index("<details><summary>Every experiment"):]
+    listing = listing[:listing.index("</details>")]
+    names = {"ICML'23": "ICML'23", "GD-SSM": "GD-SSM", "blog": "ICLR'24", "thesis": "thesis"}
+    counted: dict[str, list[int]] = {}
+    for line in listing.splitlines():
+        cells = [c.strip() for c in re.split(r"(?<!\\)\|", line)[1:-1]]
+        if len(cells) != 5 or cells[0] not in names:
+            continue
+        paper, covered, feasible = names[cells[0]], cells[3], cells[4].startswith("yes")
+        kind = (2 if covered.startswith("none") else
+                1 if "partly" in covered.split(":")[0] else 0)  # fmt: skip
+        row = counted.setdefault(paper, [0, 0, 0, 0, 0])
+        row[0] += 1
+        if feasible:
+            row[1] += 1
+            row[2 + kind] += 1
+    summary = {}
+    for paper in names.values():
+        match = re.search(rf"^\| {re.escape(paper)}[^|]* \| (\d+) \| (\d+) \| (\d+) \| (\d+) \| "
+                          r"(\d+) \|$", page, re.M)  # fmt: skip
+        assert match, paper
+        summary[paper] = [int(v) for v in match.groups()]
+    assert summary == counted
+    total = re.search(r"^\| \*\*all four\*\* \| " + r" \| ".join([r"\*\*(\d+)\*\*"] * 5)
+                      + r" \|$", page, re.M)  # fmt: skip
+    sums = [sum(column) for column in zip(*counted.values(), strict=True)]
+    assert total and [int(v) for v in total.groups()] == sums

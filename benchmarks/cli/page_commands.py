@@ -24,7 +24,15 @@ def add_commands(sub) -> None:
 
 
 def cmd_results_page(args: argparse.Namespace, console: Console) -> int:
-    from benchmarks.published.results_page import ScratchStores, regenerate, sections
+    import shutil
+
+    from benchmarks.published.results_page import (
+        FIGURES,
+        ScratchStores,
+        changed_figures,
+        regenerate,
+        sections,
+    )
 
     path = Path(args.page)
     try:
@@ -34,17 +42,29 @@ def cmd_results_page(args: argparse.Namespace, console: Console) -> int:
     found = list(sections(page))
     if not found:
         raise ConfigError(f"results-page: {path} has no '<!-- shipped table: ... -->' section")
-    # Scratch stores: the shipped runs alone, whatever the user's own store holds.
+    committed = path.parent / FIGURES
+    # Scratch stores: the shipped runs alone, whatever the user's own store holds; the
+    # figures drawn beside them, compared with (or copied over) the page's own.
     with tempfile.TemporaryDirectory() as scratch:
-        text, changed = regenerate(page, ScratchStores(Path(scratch)))
-    if args.check:
-        for label in changed:
-            console.print(f"differs from its shipped runs: {label}", soft_wrap=True)
-        console.print(f"{path}: {len(found)} section(s), {len(changed)} differ", soft_wrap=True)
-        return 1 if changed else 0
-    if changed:  # whole or not at all: a page half-written would lose prose
+        drawn = Path(scratch) / FIGURES
+        drawn.mkdir()
+        text, changed = regenerate(page, ScratchStores(Path(scratch)), drawn, committed)
+        if args.check:
+            for label in changed:
+                console.print(f"differs from its shipped runs: {label}", soft_wrap=True)
+            console.print(f"{path}: {len(found)} section(s), {len(changed)} differ",
+                          soft_wrap=True)  # fmt: skip
+            return 1 if changed else 0
+        redrawn = changed_figures(drawn, committed)
+        if redrawn:
+            committed.mkdir(exist_ok=True)
+        for table in redrawn:
+            for suffix in (".png", ".csv"):
+                shutil.copyfile(drawn / f"{table}{suffix}", committed / f"{table}{suffix}")
+    if text != page:  # whole or not at all: a page half-written would lose prose
         partial = path.with_name(f".{path.name}.partial")
         partial.write_text(text, encoding="utf-8")
         partial.replace(path)
-    console.print(f"{path}: {len(found)} section(s), {len(changed)} rewritten", soft_wrap=True)
+    console.print(f"{path}: {len(found)} section(s), {len(changed)} rewritten "
+                  f"({len(redrawn)} figure(s) redrawn)", soft_wrap=True)  # fmt: skip
     return 0

@@ -185,6 +185,13 @@ _IN_CONTEXT = [
     (r"final/gdpp/gamma", None, "GD++ input transform gamma read from the tied layer's weights"),
     (r"final/data/xx_max_eig", None, "largest eigenvalue of X^T X, mean over tasks"),
     (r"final/data/xx_max_eig_largest", None, "largest eigenvalue of X^T X over the tasks"),
+    (r"final/data/xx_min_eig_smallest", None, "smallest eigenvalue of X^T X over the tasks"),
+    (r"final/data/kappa_median", None,
+     "median over the tasks of X^T X's condition number lambda_1 / lambda_n"),
+    (r"final/gdpp/gamma_max_eig", None,
+     "gamma read from the weights times the largest eigenvalue of X^T X over the tasks"),
+    (r"final/gdpp/kappa_median", "lower",
+     "median over the tasks of the condition number after GD++'s transform at the read gamma"),
     (r"final/interleaved/model_loss", "lower", "loss of the trained interleaved-token model"),
     (r"final/interleaved/query_kept_loss", None,
      "loss with the first layer's update taken off the query"),
@@ -203,6 +210,9 @@ _IN_CONTEXT = [
         "loss of the trained layer repeated {1} times (dampening {0})",
     ),
     (r"final/repeat/d([\d.]+)_k(\d+)_gd", None, "loss of {1} dampened GD steps (dampening {0})"),
+    (r"final/repeat/d([\d.]+)_diverge_k_(model|gd)", None,
+     "repetitions until the {1} (dampening {0}) first does worse than predicting zero, or "
+     "ends non-finite (51: not within 50)"),
     (r"final/probe/(\w+)_layer(\d+)", None,
      "held-out R^2 of a linear probe for the {0} on the tokens after layer {1}"),
     (r"final/copy/previous_attention", None,
@@ -223,6 +233,13 @@ _IN_CONTEXT = [
      "|cosine| of the trained W_K^T W_Q with Prop. 1's, on the entries the prediction reads"),
     (r"final/weights/proj_value_cosine", "higher",
      "|cosine| of the trained P W_V with Prop. 1's, on the row that writes the prediction"),
+    (r"final/heads/offdiag_share_min", None,
+     "off-diagonal share of the least off-diagonal head's rate-scaled W_K^T W_Q (x block)"),
+    (r"final/heads/offdiag_share_sum", "lower",
+     "off-diagonal share of the heads' summed rate-scaled W_K^T W_Q (x block; 0: Prop. 1's)"),
+    (r"final/heads/offdiag_cosine", None,
+     "cosine between the heads' off-diagonal parts of their rate-scaled W_K^T W_Q (-1: they "
+     "cancel)"),
 ]
 for _pattern, _direction, _words in [*_COMMON, *_IN_CONTEXT]:
     declare_metric(_pattern, _direction, _words)  # type: ignore[arg-type]

@@ -100,6 +100,8 @@ class EpisodicProtocol(Protocol):
         (r"val/loss", "lower", "meta-validation loss (mean over the validation tasks)"),
         (r"val/accuracy", "higher", "meta-validation accuracy (mean over the validation tasks)"),
         (r"final/loss_t(\d+)", "lower", "test loss at sequence position {0}"),
+        (r"final/loss_t_rise", None,
+         "test loss at the last sequence position less its lowest over the positions"),
         (r"final/test_perplexity", "lower",
          "test perplexity per scored token (exp of the test cross-entropy; sequence tasks)"),
     )
@@ -225,6 +227,9 @@ class EpisodicProtocol(Protocol):
                 self.log({"analysis/loss_by_t": value}, t)
             for t in sorted({1, 5, 10, len(curve)}):
                 final[f"final/loss_t{t}"] = curve[t - 1].item()
+            # How far the loss climbs back from its lowest point by the last position: 0
+            # where it never rises again (thesis Fig. 3.2C: one GD step's is non-monotonic).
+            final["final/loss_t_rise"] = (curve[-1] - curve.min()).item()
         return final
 
     def log_figures(self, state: RunState) -> None:

@@ -118,8 +118,9 @@ LineRuns = Mapping[int, tuple[str, Mapping[str, float]]]
 
 
 def _finite(runs: Mapping[str, LineRuns], line: str, metric: str) -> list[float]:
-    """The line's finite values of ``metric``, one per seed that has it."""
-    return [m[metric] for _, m in runs.get(line, {}).values()
+    """The line's finite values of ``metric``, one per seed that has it, in seed order (so
+    that a mean's float sum does not depend on the order the store returned its runs)."""
+    return [m[metric] for _, (_, m) in sorted(runs.get(line, {}).items())
             if metric in m and math.isfinite(m[metric])]  # fmt: skip
 
 
@@ -172,8 +173,8 @@ def figure_data(
                     stds.append(std)
                     ns.append(len(values))
             else:
-                histories = [history(run_id, series.key)
-                             for run_id, _ in runs.get(series.line, {}).values()]  # fmt: skip
+                histories = [history(run_id, series.key)  # in seed order, as _finite
+                             for _, (run_id, _) in sorted(runs.get(series.line, {}).items())]
                 xs, means, stds, ns = mean_curve([h for h in histories if h])
                 xs = [x * series.x_scale for x in xs]
             if xs:

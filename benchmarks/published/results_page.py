@@ -7,10 +7,13 @@ A section of the page between the two lines
 
 is the table judged from its shipped bundle alone (``shipped_runs/TABLE.mesabundle``,
 imported into a scratch store; nothing runs), its header naming the bundle and when and
-on what machine its runs were made, so that the same runs always give the same text.
-``python -m benchmarks results-page`` rewrites every such section of the page;
-``--check`` only names the sections that differ (exit 1), and the test suite runs it
-against the committed page. Prose around the sections is the page's own.
+on what machine its runs were made, so that the same runs always give the same text; a
+table that declares a figure ends its section with it, drawn from the same runs into the
+page's ``img/`` folder (``TABLE.png``, and ``TABLE.csv``: every number drawn).
+``python -m benchmarks results-page`` rewrites every such section of the page and its
+figure; ``--check`` only names the sections whose text or figure data differ (exit 1), and
+the test suite runs it against the committed page. Prose around the sections is the
+page's own.
 """
 
 from __future__ import annotations
@@ -104,9 +107,15 @@ class ScratchStores:
         return MlflowTracker(f"sqlite:///{db}")
 
 
-def section_text(section: Section, tracker) -> str:
+#: Where a page's figures are, beside it (what its sections' links name).
+FIGURES = "img"
+
+
+def section_text(section: Section, tracker, figures: Path | None = None) -> str:
     """The section's table judged from its shipped runs (imported into ``tracker``'s store,
-    a new one: the table's own runs alone)."""
+    a new one: the table's own runs alone); its figure, if it declares one, drawn into
+    ``figures`` (the section then links it as ``img/TABLE.png``)."""
+    from benchmarks.published.reproduce import write_figure
     from benchmarks.published.tables import table_named
     from benchmarks.store.bundles import (
         SOURCE_RUN_TAG,
@@ -137,21 +146,44 @@ def section_text(section: Section, tracker) -> str:
                   f"{size:.0f} KiB; run {when} on {machines}) by `{COMMAND}`; "
                   f"`python -m benchmarks reproduce {table.name} --preset {section.preset}` "
                   "judges the same runs and runs only the cells they lack.")  # fmt: skip
-    return markdown(outcome, tracker.uri, provenance=provenance)
+    link = None
+    if figures is not None and write_figure(outcome, tracker.client, figures) is not None:
+        link = f"{FIGURES}/{table.name}.png"
+    return markdown(outcome, tracker.uri, figure=link, provenance=provenance)
 
 
-def regenerate(page: str, stores: ScratchStores) -> tuple[str, list[str]]:
+def regenerate(page: str, stores: ScratchStores, figures: Path | None = None,
+               committed: Path | None = None) -> tuple[str, list[str]]:  # fmt: skip
     """The page with every generated section rewritten (each judged in a new store of
-    ``stores``), and the labels of those that changed."""
+    ``stores``; its figure drawn into ``figures``, if given), and the labels of those that
+    changed: their text, or their figure's data against ``committed``'s (the page's
+    ``img/`` folder: a figure missing there, or its CSV not the drawn one's bytes)."""
     found = list(sections(page))
     for section in found:  # every section's names checked before anything is imported
         section.check()
     out, changed, at = [], [], 0
     for section in found:
-        text = section_text(section, stores.new())
+        text = section_text(section, stores.new(), figures)
         out += [page[at:section.start], text]
         if page[section.start:section.end] != text:
             changed.append(section.label)
+        elif (figures is not None and committed is not None
+              and section.table in changed_figures(figures, committed)):  # fmt: skip
+            changed.append(f"{section.label} (its figure)")
         at = section.end
     out.append(page[at:])
     return "".join(out), changed
+
+
+def changed_figures(figures: Path, committed: Path) -> list[str]:
+    """The tables whose figure drawn into ``figures`` differs from ``committed``'s: its
+    data (the CSV, every number drawn), or its PNG missing there. Those a rewrite copies
+    over; an unchanged figure's PNG is left as it is (matplotlib's bytes vary by
+    version)."""
+    out = []
+    for drawn in sorted(figures.glob("*.csv")):
+        held = committed / drawn.name
+        if (not held.exists() or held.read_bytes() != drawn.read_bytes()
+                or not held.with_suffix(".png").exists()):  # fmt: skip
+            out.append(drawn.stem)
+    return out

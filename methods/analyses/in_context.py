@@ -23,6 +23,7 @@ does besides copying; how close a trained GD-SSM layer is to its GD construction
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 
 import torch
@@ -345,6 +346,44 @@ def construction_resemblance(key_query: Tensor, proj_value: Tensor, built_kq: Te
     return {f"final/weights/{name}_cosine": abs_cosine(*pair) for name, pair in read.items()}
 
 
+def diverged_at(curve: list[tuple[float, float]], zero_loss: float) -> int:
+    """The first repetition count K of ``curve`` ((K, loss) pairs, K rising) whose loss is
+    above ``zero_loss`` (the zero predictor's: worse than not learning) or not finite, else
+    one past the last K: a finite measure of how soon a repeated update diverges, where the
+    loss itself overflows to NaN (ICML'23 App. A.6, Fig. 10 left)."""
+    for k, value in curve:
+        if not math.isfinite(value) or value > zero_loss:
+            return int(k)
+    return int(curve[-1][0]) + 1
+
+
+def head_cancellation(key_query: Tensor, proj_value: Tensor, dim: int) -> dict[str, float]:
+    """How the heads of one layer share the GD step (ICML'23 App. A.9, Fig. 11; thesis
+    Fig. 2.10): per head h, M_h = a_h B_h, the x block B_h of W_K^T W_Q scaled by the rate
+    a_h its P W_V writes into the prediction (the mean diagonal of the y block). Prop. 1's
+    layer has M = -(eta / N) I; two softmax heads reach it by off-diagonals of opposite
+    sign that cancel in their sum. Returned: the off-diagonal share ||M - diag M||_F /
+    ||M||_F of the least off-diagonal head and of the sum over heads, and the mean cosine
+    between the heads' off-diagonal parts (-1: exactly sign-reversed)."""
+    rates = proj_value[:, dim:, dim:].diagonal(dim1=-2, dim2=-1).mean(-1)
+    scaled = rates[:, None, None] * key_query[:, :dim, :dim]  # M_h, [H, d, d]
+
+    def off_diagonal(m: Tensor) -> Tensor:
+        return m - torch.diag_embed(m.diagonal(dim1=-2, dim2=-1))
+
+    def share(m: Tensor) -> Tensor:
+        return off_diagonal(m).flatten(-2).norm(dim=-1) / m.flatten(-2).norm(dim=-1)
+
+    off = off_diagonal(scaled).flatten(1)
+    pairs = [(i, j) for i in range(len(off)) for j in range(i + 1, len(off))]
+    cosines = [torch.nn.functional.cosine_similarity(off[i], off[j], dim=0) for i, j in pairs]
+    return {
+        "final/heads/offdiag_share_min": share(scaled).min().item(),
+        "final/heads/offdiag_share_sum": share(scaled.sum(0)).item(),
+        "final/heads/offdiag_cosine": torch.stack(cosines).mean().item(),
+    }
+
+
 def weight_analyses_apply(method, source: TaskSource) -> bool:
     """A trained 1-layer LSA (``method``) on constructed linear-regression tokens (von Oswald
     et al.)."""
@@ -379,6 +418,7 @@ def lsa_weight_analyses(method, source: TaskSource, recorder, tasks: int = 2000,
     final: dict[str, float] = {}
     block = method.layer(0)
     curves: dict[str, list[tuple[float, float]]] = {}
+    zero = loss(torch.zeros_like(qy))  # predicting nothing: what diverging is measured by
     with torch.no_grad():
         for damp in DAMPENINGS:
             model_curve, gd_curve = [], []
@@ -394,6 +434,8 @@ def lsa_weight_analyses(method, source: TaskSource, recorder, tasks: int = 2000,
                 )
             curves[f"repeated layer, damp {damp}"] = model_curve
             curves[f"GD, damp {damp}"] = gd_curve
+            final[f"final/repeat/d{damp}_diverge_k_model"] = diverged_at(model_curve, zero)
+            final[f"final/repeat/d{damp}_diverge_k_gd"] = diverged_at(gd_curve, zero)
             for k in (8, REPEATS[-1]):
                 at = REPEATS.index(k)
                 final[f"final/repeat/d{damp}_k{k}_model"] = model_curve[at][1]
@@ -401,6 +443,8 @@ def lsa_weight_analyses(method, source: TaskSource, recorder, tasks: int = 2000,
 
         key_query, proj_value = attention_products(block.attention)
         c = method.config
+        if c.heads >= 2:
+            final.update(head_cancellation(key_query, proj_value, sx.shape[-1]))
         interpolation: list[tuple[float, float]] = []
         if c.heads == 1 and not c.softmax and not c.layernorm and not c.mlp:
             dim, n = sx.shape[-1], sx.shape[1]
@@ -460,22 +504,41 @@ def gdpp_parameters(layer, dim: int, context_size: int) -> tuple[float, float]:
 
 
 def gdpp_extraction(method, source: TaskSource, tasks: int = 10_000, seed: int = 0):
-    """The tied layer's GD++ rate and gamma, and the largest eigenvalue of X^T X on the
-    analysis tasks (mean, and largest over them: what gamma is compared with). 10,000 tasks,
-    the thesis' sample ("across 10000 tasks", sec. 2.3): a maximum grows with its sample."""
+    """The tied layer's GD++ rate and gamma, and the eigenvalues of X^T X on the analysis
+    tasks (thesis sec. 2.3, Fig. 2.7): the largest (mean, and largest over the tasks: what
+    gamma is compared with) and the smallest over the tasks, gamma times that largest one
+    (the thesis: "the observed eigenvalues stay within [0, 1/gamma]"), and the median
+    condition number over the tasks before and after GD++'s transform at the read gamma
+    (:func:`gdpp_condition`). 10,000 tasks, the thesis' sample ("across 10000 tasks"): an
+    extreme grows with its sample."""
     dim, n = source.problem.input_shape[0], source.problem.context_size
     with torch.no_grad():
         eta, gamma = gdpp_parameters(method.layer(0).attention, dim, n)
         tasks = analysis_tasks(method, tasks)
         batch = source.sample(tasks, seeded_generator(ANALYSIS, seed, 3, device=method.device))
         x = batch.support_x.double()
-        largest = torch.linalg.eigvalsh(x.transpose(1, 2) @ x)[:, -1]
+        spectra = torch.linalg.eigvalsh(x.transpose(1, 2) @ x)  # ascending, per task
+    largest = spectra[:, -1]
     return {
         "final/gdpp/eta": eta,
         "final/gdpp/gamma": gamma,
         "final/data/xx_max_eig": largest.mean().item(),
         "final/data/xx_max_eig_largest": largest.max().item(),
+        "final/data/xx_min_eig_smallest": spectra[:, 0].min().item(),
+        "final/gdpp/gamma_max_eig": gamma * largest.max().item(),
+        "final/data/kappa_median": gdpp_condition(spectra, 0.0).median().item(),
+        "final/gdpp/kappa_median": gdpp_condition(spectra, gamma).median().item(),
     }
+
+
+def gdpp_condition(spectra: Tensor, gamma: float) -> Tensor:
+    """Each task's condition number after GD++'s transform x <- (I - gamma X^T X) x (thesis
+    sec. 2.3): the Hessian's eigenvalues lambda become f(lambda) = lambda (1 - gamma
+    lambda)^2 (unsorted), and kappa = max f / min f; gamma = 0 gives lambda_1 / lambda_n.
+    ``spectra``: the eigenvalues of X^T X, one row per task. A transformed eigenvalue at 0
+    (lambda = 1 / gamma, or a singular X^T X) gives an infinite kappa, as it is."""
+    transformed = spectra * (1.0 - gamma * spectra).square()
+    return transformed.max(-1).values / transformed.min(-1).values
 
 
 # -- interleaved tokens: what the first (softmax) layer does (ICML'23 sec. 4) --------------
