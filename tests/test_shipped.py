@@ -224,6 +224,15 @@ def _one_step_row(page: str) -> tuple[str, str]:
     return row, row.replace(f"| {mean} ± ", f"| {float(mean) * 1.02:.4g} ± ")
 
 
+def _figure_off(data: Path) -> str:
+    """A figure's data (its CSV) with its first point's mean 2% off."""
+    lines = data.read_text(encoding="utf-8").splitlines(keepends=True)
+    value = lines[1].rstrip("\n").split(",")[-3]  # ...,x,mean,std_over_seeds,n_seeds
+    off = lines[1].replace(f",{value},", f",{float(value) * 1.02!r},", 1)
+    assert off != lines[1]
+    return "".join([lines[0], off, *lines[2:]])
+
+
 def test_a_results_page_section_off_its_shipped_runs_is_named_and_written_back(
     tmp_path, capsys
 ):
@@ -240,11 +249,7 @@ def test_a_results_page_section_off_its_shipped_runs_is_named_and_written_back(
     # Its figure beside the page, one number of its data 2% off.
     figure = RESULTS_PAGE.parent / "img" / "icml23-one-step.csv"
     (tmp_path / "img").mkdir()
-    held = figure.read_text(encoding="utf-8").splitlines(keepends=True)
-    value = held[1].rstrip("\n").split(",")[-3]  # ...,x,mean,std_over_seeds,n_seeds
-    held[1], original = held[1].replace(f",{value},", f",{float(value) * 1.02!r},", 1), held[1]
-    assert held[1] != original
-    (tmp_path / "img" / figure.name).write_text("".join(held), encoding="utf-8")
+    (tmp_path / "img" / figure.name).write_text(_figure_off(figure), encoding="utf-8")
     assert main(["results-page", str(page), "--check"]) == 1
     said = capsys.readouterr().out
     assert "differs from its shipped runs: icml23-one-step --preset cpu --seeds 0-2" in said
@@ -290,11 +295,7 @@ def test_the_results_page_is_what_its_shipped_runs_give(tmp_path):
     # The committed figures, one of them (mqar's) with a number of its data 2% off.
     figures = tmp_path / "committed"
     shutil.copytree(RESULTS_PAGE.parent / "img", figures)
-    data = (figures / "mqar.csv").read_text(encoding="utf-8").splitlines(keepends=True)
-    value = data[1].rstrip("\n").split(",")[-3]  # ...,x,mean,std_over_seeds,n_seeds
-    data[1], original = data[1].replace(f",{value},", f",{float(value) * 1.02!r},", 1), data[1]
-    assert data[1] != original
-    (figures / "mqar.csv").write_text("".join(data), encoding="utf-8")
+    (figures / "mqar.csv").write_text(_figure_off(figures / "mqar.csv"), encoding="utf-8")
     drawn = tmp_path / "drawn"
     drawn.mkdir()
     text, changed = regenerate(committed.replace(row, off), ScratchStores(tmp_path / "stores"),

@@ -722,9 +722,11 @@ def _ablations() -> Table:
              "predicting zero within 50: ours)")
     claims += [
         lsa_half("trained layer repeated undampened: worse than predicting zero within 50",
-                 "final/repeat/d1.0_diverge_k_model", target=50.0, check="at_most", cite=quick),
+                 "final/repeat/d1.0_diverge_k_model", target=50.0, check="at_most", cite=quick,
+                 provenance="derived"),
         lsa_half("GD repeated undampened (fitted rate): worse than predicting zero within 50",
-                 "final/repeat/d1.0_diverge_k_gd", target=50.0, check="at_most", cite=quick),
+                 "final/repeat/d1.0_diverge_k_gd", target=50.0, check="at_most", cite=quick,
+                 provenance="derived"),
         lsa_half(repeat, "final/repeat/d0.75_k50_gd"),
         lsa_half("trained layer repeated 50 times (damp 0.75) = dampened GD",
                  "final/repeat/d0.75_k50_model", versus=repeat, tolerance=0.1, relative=True,
@@ -741,8 +743,7 @@ def _ablations() -> Table:
         "icml23-ablations",
         "Heads, LayerNorm and MLPs, softmax attention, and a trained layer repeated 50 times",
         f"{_ICML23}, sec. 4, App. A.6 (Fig. 10) and A.9 (Figs. 7-8, 11, 12, 14); {_THESIS}, "
-        "sec. 2.3 item 3, "
-        "App. 2.6.5, Figs. 2.10, 2.12",
+        "sec. 2.3 item 3, App. 2.6.5, Figs. 2.10, 2.12",
         tuple(claims),
         note="One layer at U(-0.5, 0.5), each variant against one fitted GD step on the same "
         "tasks. Directions are the paper's (App. A.9: softmax attention and LayerNorm do "

@@ -168,22 +168,25 @@ def regenerate(page: str, stores: ScratchStores, figures: Path | None = None,
         if page[section.start:section.end] != text:
             changed.append(section.label)
         elif (figures is not None and committed is not None
-              and section.table in changed_figures(figures, committed)):  # fmt: skip
+              and figure_differs(section.table, figures, committed)):  # fmt: skip
             changed.append(f"{section.label} (its figure)")
         at = section.end
     out.append(page[at:])
     return "".join(out), changed
 
 
+def figure_differs(table: str, figures: Path, committed: Path) -> bool:
+    """Whether ``table``'s figure drawn into ``figures`` differs from ``committed``'s: its
+    data (the CSV, every number drawn), or its PNG missing there. False where none was
+    drawn (the table declares none, or it has no point)."""
+    drawn, held = figures / f"{table}.csv", committed / f"{table}.csv"
+    return drawn.exists() and (not held.exists() or held.read_bytes() != drawn.read_bytes()
+                               or not held.with_suffix(".png").exists())  # fmt: skip
+
+
 def changed_figures(figures: Path, committed: Path) -> list[str]:
-    """The tables whose figure drawn into ``figures`` differs from ``committed``'s: its
-    data (the CSV, every number drawn), or its PNG missing there. Those a rewrite copies
-    over; an unchanged figure's PNG is left as it is (matplotlib's bytes vary by
-    version)."""
-    out = []
-    for drawn in sorted(figures.glob("*.csv")):
-        held = committed / drawn.name
-        if (not held.exists() or held.read_bytes() != drawn.read_bytes()
-                or not held.with_suffix(".png").exists()):  # fmt: skip
-            out.append(drawn.stem)
-    return out
+    """The tables whose figure drawn into ``figures`` differs from ``committed``'s: those a
+    rewrite copies over; an unchanged figure's PNG is left as it is (matplotlib's bytes
+    vary by version)."""
+    return [d.stem for d in sorted(figures.glob("*.csv"))
+            if figure_differs(d.stem, figures, committed)]  # fmt: skip
