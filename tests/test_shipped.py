@@ -41,7 +41,7 @@ def _by_seed(store: str) -> dict[tuple[str, str], str]:
 
 
 def test_a_table_is_assembled_from_shipped_runs_and_runs_only_missing_cells(
-    shipped, new_store, capsys
+    shipped, new_store, capsys, monkeypatch
 ):
     first, second = new_store("first"), new_store("second")
     base = ["reproduce", TABLE, "--warm", "--workers", "2"]
@@ -105,17 +105,27 @@ def test_a_table_is_assembled_from_shipped_runs_and_runs_only_missing_cells(
     row = next(line for line in capsys.readouterr().out.splitlines()
                if line.startswith("| fomaml = maml (paired) |"))  # fmt: skip
     assert "(n=3)" in row, row
+    # Another table with one of these lines (its maml cells) ships the runs it holds.
+    other = dataclasses.replace(TINY_TABLE, name="tiny-other", claims=TINY_TABLE.claims[:1])
+    monkeypatch.setitem(TABLES, other.name, other)
+    (shipped / f"{other.name}.mesabundle").write_bytes(data_all)
     # A cell run again apart from the bundle (--no-shipped) and shipped: the bundle keeps
-    # the run the table judged, one run per cell, not both.
+    # the run the table judged, one run per cell, not both; and the other table's bundle
+    # gets the same run of each cell it holds, so that no cell has two runs.
     third = new_store("third")
     assert main([*base, "--seeds", "0", "--no-shipped", "--ship", "--tracking-uri", third]) == 0
-    assert "6 run(s), 2 new, 2 replaced (cells run again)" in capsys.readouterr().out
+    said = " ".join(capsys.readouterr().out.split())  # the console wraps long lines
+    assert "6 run(s), 2 new, 2 replaced (cells run again); the same run put in tiny-other " \
+           "(2)" in said, said
     runs = read_bundle(bundle).runs
     cells = [(r["tags"]["mesabench.method"], r["tags"]["mesabench.seed"]) for r in runs]
     assert len(cells) == len(set(cells)) == 6
     third_ids = {r.info.run_id for r in stored_runs(third)}
     assert {c for r, c in zip(runs, cells, strict=True) if r["source_run"] in third_ids} == {
         ("maml", "0"), ("fomaml", "0")}  # fmt: skip
+    held = {(r["tags"]["mesabench.method"], r["tags"]["mesabench.seed"]): r["source_run"]
+            for r in read_bundle(shipped / f"{other.name}.mesabundle").runs}  # fmt: skip
+    assert held == dict(zip(cells, (r["source_run"] for r in runs), strict=True))
 
 
 def test_a_new_method_ranks_beside_the_shipped_baselines_paired_by_seed(
@@ -371,3 +381,18 @@ def test_the_coverage_summary_counts_its_rows():
                       + r" \|$", page, re.M)  # fmt: skip
     sums = [sum(column) for column in zip(*counted.values(), strict=True)]
     assert total and [int(v) for v in total.groups()] == sums
+
+
+def test_no_cell_has_two_runs_across_the_shipped_bundles():
+    """A cell (configuration and seed) several tables read is the same run in each of
+    their bundles: a board or figure that reads two bundles reads one number for it."""
+    from benchmarks.store.shipped import CONFIG_TAG, SEED_TAG, shipped_bundles
+
+    runs: dict[tuple[str, str], dict[str, str]] = {}
+    for path in shipped_bundles():
+        for run in read_bundle(path).runs:
+            cell = run["tags"][CONFIG_TAG], run["tags"][SEED_TAG]
+            runs.setdefault(cell, {})[path.stem] = run["source_run"]
+    split = {cell: held for cell, held in runs.items() if len(set(held.values())) > 1}
+    assert not split, f"{len(split)} cell(s) with different runs by bundle, e.g. " \
+                      f"{next(iter(split.items()))}"

@@ -436,8 +436,12 @@ def cmd_reproduce(args, console: Console) -> int:
             link = _link(png)
             say(f"figure: {png} (its data: {png.with_suffix('.csv')})")
     if args.ship:
-        drawn = table.figure.history_keys() if table.figure is not None else set()
-        written = ship_table(outcome, tracker, drawn, table_configurations(table))
+        def drawn(shown) -> set[str]:  # a published table
+            return shown.figure.history_keys() if shown.figure is not None else set()
+
+        others = {name: drawn(other) for name, other in TABLES.items() if name != table.name}
+        written = ship_table(outcome, tracker, drawn(table), table_configurations(table),
+                             others)  # fmt: skip
         say(f"shipped {written}")
     if args.markdown:
         sys.stdout.write(markdown(outcome, tracker.uri, args.lines, args.data_root, link))

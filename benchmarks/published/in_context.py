@@ -281,6 +281,11 @@ def _multistep() -> Table:
     )
 
 
+#: The smallest eigenvalue of X X^T across 10,000 tasks by N (thesis sec. 2.3; N = 10 is
+#: "cut ... at 1e-10", so it gives no number).
+SMALLEST_EIGENVALUE = {25: 0.097, 50: 0.666, 100: 2.870}
+
+
 def _gamma() -> Table:
     # The thesis' gamma of trained recurrent 2-layer models and the largest eigenvalue of
     # X X^T beside it (sec. 2.3, Fig. 2.7), by context size N.
@@ -307,6 +312,29 @@ def _gamma() -> Table:
             Claim(f"largest eigenvalue of X^T X over the analysis tasks, N = {n}", "linreg-icl",
                   "lsa", "final/data/xx_max_eig_largest", settings, budget, target=eig,
                   tolerance=0.2, relative=True, cite="thesis sec. 2.3, Fig. 2.7", cost_s=spent),
+            Claim(f"gamma x largest eigenvalue at most 1 (eigenvalues within [0, 1/gamma]), "
+                  f"N = {n}", "linreg-icl", "lsa", "final/gdpp/gamma_max_eig", settings, budget,
+                  target=1.0, check="at_most", cite="thesis sec. 2.3 ('the observed "
+                  "eigenvalues stay within [0, 1/gamma]')", cost_s=spent),
+        ]  # fmt: skip
+        if n in SMALLEST_EIGENVALUE:  # N = 10: the thesis cut it at 1e-10 (no number)
+            claims.append(Claim(
+                f"smallest eigenvalue of X^T X over the analysis tasks, N = {n}", "linreg-icl",
+                "lsa", "final/data/xx_min_eig_smallest", settings, budget,
+                target=SMALLEST_EIGENVALUE[n], tolerance=0.2, relative=True,
+                cite="thesis sec. 2.3 (the minimum eigenvalues across 10000 tasks)",
+                cost_s=spent))  # fmt: skip
+        kappa = f"median condition number of X^T X over the analysis tasks, N = {n}"
+        claims += [
+            Claim(kappa, "linreg-icl", "lsa", "final/data/kappa_median", settings, budget,
+                  cost_s=spent),
+            Claim(f"median condition number after GD++'s transform at the trained gamma below "
+                  f"it, N = {n} (paired)", "linreg-icl", "lsa", "final/gdpp/kappa_median",
+                  settings, budget, versus=kappa, check="at_most",
+                  cite="thesis sec. 2.3 (gamma chosen so that 'on average, across the "
+                  "distribution of tasks, the data transformation ... decreases the condition "
+                  "number'), Fig. 2.7 right (10,000 tasks at N = 25; the median is ours)",
+                  cost_s=spent),
         ]  # fmt: skip
     for smaller, larger in zip(GAMMA_CONTEXTS, GAMMA_CONTEXTS[1:], strict=False):
         first = f"gamma of a trained recurrent 2-layer LSA, N = {smaller}"
@@ -328,9 +356,19 @@ def _gamma() -> Table:
         "gdpp_parameters: -sum over heads of the mean diagonals of P W_V and W_K^T W_Q on the "
         "x block); the derived column is the optimal tied 2-step GD++'s. U(-0.5, 0.5), d = 10; "
         "20 queries per task (5 for N >= 50, to keep a run within minutes). Bands are ours "
-        "(15% on gamma; 20% on the eigenvalue, the largest over 10,000 tasks as in the thesis: "
-        "'across 10000 tasks', sec. 2.3). paper: the thesis states no training for these "
-        "models; ICML'23 App. A.12's for 2 layers, its values from the public code "
+        "(15% on gamma; 20% on the eigenvalues, the largest and the smallest over 10,000 tasks "
+        "as in the thesis: 'across 10000 tasks', sec. 2.3; its smallest at N = 10 is cut at "
+        "1e-10 and held to nothing). A smallest eigenvalue is a minimum over one draw of "
+        "10,000 tasks, and it moves between draws more than that band: over 40 independent "
+        "draws (python -m benchmarks.published.derived) it spans 0.064-0.107 at N = 25 "
+        "(5%-95%; median 0.086), 0.61-0.79 at N = 50 and 2.56-2.91 at N = 100. At N = 25 "
+        "this suite's draw (0.074, the same analysis tasks for every seed) and the thesis' "
+        "(0.097) both lie inside that spread: its line is not reproduced by the draw, which "
+        "says nothing against the thesis' number. The condition numbers are per task, their "
+        "median over the 10,000 tasks (the thesis plots their distribution at N = 25, Fig. "
+        "2.7 right): after the transform, the eigenvalues become lambda (1 - gamma lambda)^2 "
+        "(methods.analyses.in_context.gdpp_condition). paper: the thesis states no training "
+        "for these models; ICML'23 App. A.12's for 2 layers, its values from the public code "
         "(constructed_token_setup.ipynb): Adam at 1e-3, gradients clipped to global norm 0.001, "
         "init std sqrt(0.001 / 11) = 0.0095; 5,000 steps, that notebook's count for recurrent "
         "models.",

@@ -15,7 +15,7 @@ imported on every board (docs/bundles.md).
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Iterable, Mapping
 from pathlib import Path
 
 from benchmarks.store.bundles import SUFFIX, Bundle, check_installed, import_bundle, read_bundle
@@ -74,7 +74,8 @@ def _cell(run: dict) -> tuple[str | None, str | None]:
 
 
 def ship_table(outcome, tracker, histories: Collection[str] = (),
-               configurations: Collection[str] | None = None) -> str:  # fmt: skip
+               configurations: Collection[str] | None = None,
+               others: Mapping[str, Collection[str]] | None = None) -> str:  # fmt: skip
     """Write the runs a judged table read (``outcome``: :func:`reproduce`'s) to the table's
     shipped bundle, beside the runs it held already: runs of other presets or seeds stay,
     and a run imported from the bundle is kept as the bundle had it (never shipped again as
@@ -86,7 +87,14 @@ def ship_table(outcome, tracker, histories: Collection[str] = (),
     ``configurations``: the config hashes the table's lines run at any preset; a run the
     bundle held of none of them (a line since changed or removed) is dropped, so that the
     bundle holds the runs behind the table and no others. None: nothing is dropped.
-    Returns a one-line summary."""
+
+    ``others``: the histories each other table's figure draws, by table name. A cell this
+    table ships a new run of is often a line of other tables too (the same baseline at the
+    same settings); each of their bundles that holds that cell gets this run in place of its
+    own, with the histories its table draws, so that one cell has one run whichever table
+    reads it (two runs of a cell differ at least in float noise, and a board of several
+    bundles would otherwise keep one of them by chance). Their sections of the results page
+    then change with it. Returns a one-line summary."""
     import tempfile
 
     from benchmarks.store.bundles import SOURCE_RUN_TAG, bundle_bytes, run_body, write_bundle
@@ -102,6 +110,7 @@ def ship_table(outcome, tracker, histories: Collection[str] = (),
     for source, held_run in kept.items():
         by_cell.setdefault(_cell(held_run), []).append(source)
     ids = sorted({run_id for by_seed in outcome.runs.values() for run_id, _ in by_seed.values()})
+    new: dict[tuple, object] = {}  # the cells shipped anew: their runs here, by cell
     with tempfile.TemporaryDirectory() as scratch:
         for run_id in ids:
             run = tracker.client.get_run(run_id)
@@ -112,12 +121,43 @@ def ship_table(outcome, tracker, histories: Collection[str] = (),
                 del kept[source]  # the cell's earlier run, which the table no longer read
                 replaced += 1
             kept[body["source_run"]] = body
-    if not kept:  # no line has a finished run (the data was missing, say): nothing to ship
-        return f"nothing: {outcome.table.name} has no finished run to ship ({path} untouched)"
-    data = bundle_bytes(kept.values(), __version__)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_bundle(path, data)
+            new[_cell(body)] = run
+        if not kept:  # no line has a finished run (the data was missing, say)
+            return (f"nothing: {outcome.table.name} has no finished run to ship ({path} "
+                    "untouched)")  # fmt: skip
+        data = bundle_bytes(kept.values(), __version__)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_bundle(path, data)
+        also = _share_cells(new, tracker.client, others or {}, outcome.table.name,
+                            Path(scratch))  # fmt: skip
     gone = f", {dropped} dropped (of configurations no line runs now)" if dropped else ""
     gone += f", {replaced} replaced (cells run again)" if replaced else ""
+    gone += f"; the same run put in {also}" if also else ""
     return (f"{path} ({len(kept)} run(s), {len(kept) - before + replaced} new{gone}; "
             f"{len(data) / 1024:.1f} KiB)")
+
+
+def _share_cells(new: dict[tuple, object], client, others: Mapping[str, Collection[str]],
+                 table: str, scratch: Path) -> str:  # fmt: skip
+    """Put the runs of ``new`` (MLflow runs by cell) into every other table's bundle that
+    holds a different run of the same cell (:func:`ship_table`'s ``others``); returns which
+    bundles changed and how many runs, '' if none."""
+    from benchmarks.store.bundles import bundle_bytes, run_body, write_bundle
+    from mesabench_core import __version__
+
+    changed = []
+    for name, drawn in sorted(others.items()):
+        path = table_bundle(name)
+        if name == table or not new or not path.exists():
+            continue
+        runs = read_bundle(path).runs
+        swapped = 0
+        for index, held in enumerate(runs):
+            run = new.get(_cell(held))
+            if run is not None and held["source_run"] != run.info.run_id:
+                runs[index] = run_body(client, run, set(drawn), scratch=scratch)
+                swapped += 1
+        if swapped:
+            write_bundle(path, bundle_bytes(runs, __version__))
+            changed.append(f"{name} ({swapped})")
+    return ", ".join(changed)
