@@ -203,6 +203,7 @@ def _prototype_batch(prototypes, labels, generator):
     return x[order], y[order]
 
 
+@pytest.mark.slow  # a long check (28 s in the fast suite): 50-image batches, real Conv-4
 def test_cmaml_detects_the_switches_of_a_constructed_stream():
     from mesabench_datasets.tasks import Problem
 

@@ -189,8 +189,12 @@ def test_least_squares_reference_is_exact_once_the_transitions_span_the_state():
 @pytest.mark.parametrize("method, init_std, steps, lr",
                          [pytest.param("deltanet", "0.02", "150", "6e-3", marks=pytest.mark.slow),
                           pytest.param("gla", "0.02", "150", "6e-3", marks=pytest.mark.slow),
-                          ("causal_softmax", "0.02", "300", "3e-3"),
-                          ("causal_gd_ssm", "0.1", "300", "3e-3")])  # fmt: skip
+                          # 23-36 s each in the fast suite: long checks too (test_every_method
+                          # runs both end to end there)
+                          pytest.param("causal_softmax", "0.02", "300", "3e-3",
+                                       marks=pytest.mark.slow),
+                          pytest.param("causal_gd_ssm", "0.1", "300", "3e-3",
+                                       marks=pytest.mark.slow)])  # fmt: skip
 def test_sequence_layers_from_the_field_train_in_context(method, init_std, steps, lr):
     plan = plan_run(method, "lindyn",
                     overrides={"iterations": steps, "val_every": steps, "test_tasks": "100",

@@ -307,6 +307,11 @@ def _blog_lstm() -> Table:
                 "final/align/pred_diff", target=0.1, check="at_least", provenance="derived",
                 cite=f"{_FIG_15}: the L2 errors 'do not converge to 0' (at least 0.1: ours, "
                 "twice what a trained 1-layer LSA reaches at U(-1, 1) in icml23-one-step)"),
+            uni(layers, f"LSTM, {layers} layer(s): gradient difference to GD not near 0",
+                "final/align/sens_diff", target=0.2, check="at_least", provenance="derived",
+                cite=f"{_FIG_15}: the L2 error of the gradients w.r.t. the inputs does 'not "
+                "converge to 0' (at least 0.2: ours, twice what a trained 1-layer LSA reaches "
+                "at U(-1, 1) in icml23-one-step, 0.09-0.11)"),
         ]  # fmt: skip
     for metric, what, check in _BI_ALIGNMENT:
         previous = f"bi-LSTM, 1 layer(s): {what}"

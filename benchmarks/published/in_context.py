@@ -253,6 +253,25 @@ def _multistep() -> Table:
                   cite="ICML'23 sec. 3 (multiple steps), Fig. 3(a); other depths: App. Figs. 7, 8",
                   cost_s=lsa_cost),
         ]  # fmt: skip
+        if k != 2:
+            continue
+        # Out of distribution (thesis Fig. 2.5, lower right: the two-layer recurrent model
+        # against GD++), at the scales and band of icml23-alignment's one-layer lines.
+        for kind, alphas in (("input", (0.5, 2)), ("teacher", (2, 5))):
+            for alpha in alphas:
+                basis = f"2 tied GD++ steps (fitted), {kind} scaled by {alpha}"
+                metric = f"final/ood/{kind}_x{alpha:g}_model"
+                claims += [
+                    Claim(basis, "linreg-icl", "gdpp", metric, tied, long,
+                          cost_s=run_cost(gdpp_s, gdpp_s * 10, gdpp_s * 30)),
+                    Claim(f"2-layer tied LSA = GD++ out of distribution, {kind} scaled by "
+                          f"{alpha} (paired)", "linreg-icl", "lsa", metric, lsa, lsa_budget,
+                          versus=basis, tolerance=0.1, relative=True, provenance="figure",
+                          cite="thesis Fig. 2.5 (lower right; caption: 'TF performance (in "
+                          "log-scale) mimics the one of GD++ well when testing on OOD tasks "
+                          "(alpha != 1)'; sec. 2.3 item 2 for the two scalings); the 10% band "
+                          "is ours, as icml23-alignment's one-layer lines", cost_s=lsa_cost),
+                ]  # fmt: skip
     return Table(
         "multistep-lsa-gdpp",
         "Recurrent (tied) multi-layer LSA matches K tied steps of GD++, below K steps of GD",
