@@ -188,6 +188,14 @@ def _icml23_one_step() -> Table:
                    f"at most {bound:g}, about 5% of the targets' RMS {rms}: ours)")
               for line, rng, bound, rms in ((lsa_half, "U(-0.5, 0.5)", 0.045, 0.91),
                                             (_lsa_one, "U(-1, 1)", 0.09, 1.83))),
+            # Its sensitivity difference likewise: GD's input-gradient estimates the teacher
+            # w ~ N(0, I), whose RMS norm is sqrt(d) = 3.16 at either range; 5% is ours.
+            *(line(f"sensitivity difference to GD at most 0.16, {rng}",
+                   "final/align/sens_diff", target=0.16, check="at_most", provenance="derived",
+                   cite="ICML'23 sec. 3, Fig. 2 (the sensitivities' difference, here mean "
+                   "||dy/dx_q, LSA - GD|| over held-out queries; at most 0.16, about 5% of "
+                   "the gradients' RMS norm sqrt(d) = 3.16: ours)")
+              for line, rng in ((lsa_half, "U(-0.5, 0.5)"), (_lsa_one, "U(-1, 1)"))),
         ),  # fmt: skip
         figure=TableFigure(
             "ICML'23 sec. 3, Fig. 2 (a trained LSA layer against one step of GD over training)",
