@@ -142,7 +142,7 @@ def _share_cells(new: dict[tuple, object], client, others: Mapping[str, Collecti
     """Put the runs of ``new`` (MLflow runs by cell) into every other table's bundle that
     holds a different run of the same cell (:func:`ship_table`'s ``others``); returns which
     bundles changed and how many runs, '' if none."""
-    from benchmarks.store.bundles import bundle_bytes, run_body, write_bundle
+    from benchmarks.store.bundles import SOURCE_RUN_TAG, bundle_bytes, run_body, write_bundle
     from mesabench_core import __version__
 
     changed = []
@@ -154,7 +154,9 @@ def _share_cells(new: dict[tuple, object], client, others: Mapping[str, Collecti
         swapped = 0
         for index, held in enumerate(runs):
             run = new.get(_cell(held))
-            if run is not None and held["source_run"] != run.info.run_id:
+            # A run imported here is the same run as its source (that bundle's, say).
+            if run is not None and held["source_run"] not in (
+                    run.info.run_id, run.data.tags.get(SOURCE_RUN_TAG)):
                 runs[index] = run_body(client, run, set(drawn), scratch=scratch)
                 swapped += 1
         if swapped:
