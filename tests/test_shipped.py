@@ -57,6 +57,7 @@ def test_a_table_is_assembled_from_shipped_runs_and_runs_only_missing_cells(
     # Shipping again adds nothing and writes the same bytes.
     assert main([*base, "--seeds", "0-1", "--ship", "--tracking-uri", first]) == 0
     assert bundle.read_bytes() == data
+    assert "4 run(s), 0 new;" in " ".join(capsys.readouterr().out.split())
     # A second sitting, elsewhere: the shipped cells are imported, only seed 2 runs.
     capsys.readouterr()
     assert main([*base, "--seeds", "0-2", "--ship", "--tracking-uri", second]) == 0

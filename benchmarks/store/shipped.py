@@ -114,8 +114,8 @@ def ship_table(outcome, tracker, histories: Collection[str] = (),
     with tempfile.TemporaryDirectory() as scratch:
         for run_id in ids:
             run = tracker.client.get_run(run_id)
-            if run.data.tags.get(SOURCE_RUN_TAG) in kept:
-                continue  # the shipped run itself, imported here
+            if run_id in kept or run.data.tags.get(SOURCE_RUN_TAG) in kept:
+                continue  # the shipped run itself, made or imported here
             body = run_body(tracker.client, run, set(histories), scratch=Path(scratch))
             for source in by_cell.pop(_cell(body), []):
                 del kept[source]  # the cell's earlier run, which the table no longer read
