@@ -106,7 +106,7 @@ def test_a_table_is_assembled_from_shipped_runs_and_runs_only_missing_cells(
     row = next(line for line in capsys.readouterr().out.splitlines()
                if line.startswith("| fomaml = maml (paired) |"))  # fmt: skip
     assert "(n=3)" in row, row
-    # Another table with one of these lines (its maml cells) ships the runs it holds.
+    # Another table's bundle holding the same cells (a copy of this one's).
     other = dataclasses.replace(TINY_TABLE, name="tiny-other", claims=TINY_TABLE.claims[:1])
     monkeypatch.setitem(TABLES, other.name, other)
     (shipped / f"{other.name}.mesabundle").write_bytes(data_all)
@@ -127,6 +127,15 @@ def test_a_table_is_assembled_from_shipped_runs_and_runs_only_missing_cells(
     held = {(r["tags"]["mesabench.method"], r["tags"]["mesabench.seed"]): r["source_run"]
             for r in read_bundle(shipped / f"{other.name}.mesabundle").runs}  # fmt: skip
     assert held == dict(zip(cells, (r["source_run"] for r in runs), strict=True))
+    # A ship cut short after its own bundle (the other one as it was): shipping again, with
+    # nothing new, mends it.
+    mended = (shipped / f"{other.name}.mesabundle").read_bytes()
+    (shipped / f"{other.name}.mesabundle").write_bytes(data_all)
+    assert main([*base, "--seeds", "0", "--no-shipped", "--no-run", "--ship",
+                 "--tracking-uri", third]) == 0  # fmt: skip
+    said = " ".join(capsys.readouterr().out.split())
+    assert "6 run(s), 0 new; the same run put in tiny-other (2)" in said, said
+    assert (shipped / f"{other.name}.mesabundle").read_bytes() == mended
 
 
 def test_a_new_method_ranks_beside_the_shipped_baselines_paired_by_seed(

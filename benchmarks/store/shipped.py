@@ -89,9 +89,9 @@ def ship_table(outcome, tracker, histories: Collection[str] = (),
     bundle holds the runs behind the table and no others. None: nothing is dropped.
 
     ``others``: the histories each other table's figure draws, by table name. A cell this
-    table ships a new run of is often a line of other tables too (the same baseline at the
-    same settings); each of their bundles that holds that cell gets this run in place of its
-    own, with the histories its table draws, so that one cell has one run whichever table
+    table ships is often a line of other tables too (the same baseline at the same
+    settings); each of their bundles that holds that cell gets this table's run in place of
+    its own, with the histories its table draws, so that one cell has one run whichever table
     reads it (two runs of a cell differ at least in float noise, and a board of several
     bundles would otherwise keep one of them by chance). Their sections of the results page
     then change with it. Returns a one-line summary."""
@@ -110,25 +110,30 @@ def ship_table(outcome, tracker, histories: Collection[str] = (),
     for source, held_run in kept.items():
         by_cell.setdefault(_cell(held_run), []).append(source)
     ids = sorted({run_id for by_seed in outcome.runs.values() for run_id, _ in by_seed.values()})
-    new: dict[tuple, object] = {}  # the cells shipped anew: their runs here, by cell
+    # Each judged cell's body in this bundle, and its MLflow run where it was made here
+    # (None: imported), for the other bundles. The runs the bundle held already are shared
+    # too, so that shipping again mends other bundles a ship cut short left behind.
+    shared: dict[tuple, tuple[dict, object]] = {}
     with tempfile.TemporaryDirectory() as scratch:
         for run_id in ids:
             run = tracker.client.get_run(run_id)
-            if run_id in kept or run.data.tags.get(SOURCE_RUN_TAG) in kept:
-                continue  # the shipped run itself, made or imported here
+            source = run_id if run_id in kept else run.data.tags.get(SOURCE_RUN_TAG)
+            if source in kept:  # the shipped run itself, made or imported here
+                shared[_cell(kept[source])] = kept[source], run if source == run_id else None
+                continue
             body = run_body(tracker.client, run, set(histories), scratch=Path(scratch))
             for source in by_cell.pop(_cell(body), []):
                 del kept[source]  # the cell's earlier run, which the table no longer read
                 replaced += 1
             kept[body["source_run"]] = body
-            new[_cell(body)] = run
+            shared[_cell(body)] = body, run
         if not kept:  # no line has a finished run (the data was missing, say)
             return (f"nothing: {outcome.table.name} has no finished run to ship ({path} "
                     "untouched)")  # fmt: skip
         data = bundle_bytes(kept.values(), __version__)
         path.parent.mkdir(parents=True, exist_ok=True)
         write_bundle(path, data)
-        also = _share_cells(new, tracker.client, others or {}, outcome.table.name,
+        also = _share_cells(shared, tracker.client, others or {}, outcome.table.name,
                             Path(scratch))  # fmt: skip
     gone = f", {dropped} dropped (of configurations no line runs now)" if dropped else ""
     gone += f", {replaced} replaced (cells run again)" if replaced else ""
@@ -137,28 +142,34 @@ def ship_table(outcome, tracker, histories: Collection[str] = (),
             f"{len(data) / 1024:.1f} KiB)")
 
 
-def _share_cells(new: dict[tuple, object], client, others: Mapping[str, Collection[str]],
-                 table: str, scratch: Path) -> str:  # fmt: skip
-    """Put the runs of ``new`` (MLflow runs by cell) into every other table's bundle that
-    holds a different run of the same cell (:func:`ship_table`'s ``others``); returns which
+def _share_cells(shared: dict[tuple, tuple[dict, object]], client,
+                 others: Mapping[str, Collection[str]], table: str, scratch: Path) -> str:
+    """Put the runs of ``shared`` (by cell: the body this table's bundle holds, and its
+    MLflow run where it was made in this store) into every other table's bundle that holds
+    a different run of the same cell (:func:`ship_table`'s ``others``); returns which
     bundles changed and how many runs, '' if none."""
-    from benchmarks.store.bundles import SOURCE_RUN_TAG, bundle_bytes, run_body, write_bundle
+    from benchmarks.store.bundles import bundle_bytes, checksum, run_body, write_bundle
     from mesabench_core import __version__
 
     changed = []
     for name, drawn in sorted(others.items()):
         path = table_bundle(name)
-        if name == table or not new or not path.exists():
+        if name == table or not shared or not path.exists():
             continue
         runs = read_bundle(path).runs
         swapped = 0
         for index, held in enumerate(runs):
-            run = new.get(_cell(held))
-            # A run imported here is the same run as its source (that bundle's, say).
-            if run is not None and held["source_run"] not in (
-                    run.info.run_id, run.data.tags.get(SOURCE_RUN_TAG)):
+            body, run = shared.get(_cell(held), (None, None))
+            if body is None or held["source_run"] == body["source_run"]:
+                continue
+            if run is not None:  # made here: every history the other table draws
                 runs[index] = run_body(client, run, set(drawn), scratch=scratch)
-                swapped += 1
+            else:  # imported: the histories this bundle carries of those it draws
+                copy = {k: v for k, v in body.items() if k not in ("histories", "checksum")}
+                kept = {k: v for k, v in body.get("histories", {}).items() if k in drawn}
+                runs[index] = {**copy, **({"histories": kept} if kept else {})}
+                runs[index]["checksum"] = checksum(runs[index])
+            swapped += 1
         if swapped:
             write_bundle(path, bundle_bytes(runs, __version__))
             changed.append(f"{name} ({swapped})")
