@@ -166,6 +166,12 @@ def test_a_boards_bulk_read_keeps_what_differs_between_runs_of_one_configuration
     experiment = reader.experiment_id("sinusoid-5shot")
     full = {r.run_id: r for r in reader.runs(experiment)}
     bulk = {r.run_id: r for r in reader.runs(experiment, only=Only(frozenset({"lab"})))}
+    reader.few_runs = 0  # a large store's read: each tag's index scanned, not asked by id
+    scanned = {r.run_id: r for r in reader.runs(experiment, only=Only(frozenset({"lab"})))}
+    assert {k: dict(r.tags) for k, r in scanned.items()} == {
+        k: dict(r.tags) for k, r in bulk.items()}  # fmt: skip
+    assert {k: dict(r.params) for k, r in scanned.items()} == {
+        k: dict(r.params) for k, r in bulk.items()}  # fmt: skip
     assert full.keys() == bulk.keys() == {first, second, third, running, other}
     for run_id, run in full.items():
         lean = bulk[run_id]
