@@ -288,13 +288,51 @@ def test_a_copy_layer_on_raw_tokens_builds_the_constructed_tokens_and_is_measure
     assert flat == pytest.approx(expected, rel=1e-9)
 
 
+def test_the_sensitivity_share_of_a_copy_layer_is_one_and_of_an_average_one_over_t():
+    """The thesis' sensitivity norms ||d f_t / d s_t'|| of a first layer (residual
+    included), read as the share of the earlier inputs' that falls on s_t-1: a hand-built
+    copy layer scores 1; a layer averaging every position alike (zero query: weights
+    1/(t+1) whatever the inputs) scores exactly 1/t at position t."""
+    from benchmarks.running.execute import build_method
+    from methods.analyses.sensitivity import previous_share, sensitivity_norms
+
+    plan = plan_run("mesa", "lindyn",
+                    overrides={"dim": "3", "length": "12", "tokens": "raw",
+                               "first_layer": "softmax", "layers": "2", "sensitivity": "true"},
+                    device="cpu")  # fmt: skip
+    method = build_method(plan)
+    method.model.double()
+    seq = LinDynConfig(dim=3, length=12).build().sample(4, seeded_generator(6)).query_x.double()
+    method.model.layers[0] = copy_layer(3)
+    norms = sensitivity_norms(method.first_output, seq)
+    assert norms.shape == (4, 11, 11)
+    assert norms.triu(diagonal=1).abs().max() < 1e-12  # causal: no later input reaches f_t
+    assert previous_share(norms) > 0.999
+    method.model.layers[0] = copy_layer(3, scale=0.0)
+    norms = sensitivity_norms(method.first_output, seq)
+    steps = seq.shape[1]
+    assert previous_share(norms) == pytest.approx(
+        sum(1 / t for t in range(2, steps)) / (steps - 2), rel=1e-9)  # fmt: skip
+    # The current input reaches f_t through the residual (an identity on s_t's slot) and the
+    # 1/(t+1) weight on itself (into another slot): sqrt(3 + 3 / (t+1)^2).
+    t = torch.arange(steps, dtype=torch.float64)
+    torch.testing.assert_close(norms[0].diagonal(), (3 + 3 / (t + 1) ** 2).sqrt())
+
+
+def test_sensitivity_needs_a_softmax_layer_to_read():
+    from mesabench_core import ConfigError
+
+    with pytest.raises(ConfigError, match="sensitivity reads a first softmax layer"):
+        plan_run("mesa", "lindyn", overrides={"sensitivity": "true"}, device="cpu")
+
+
 def test_a_hybrid_on_raw_tokens_learns_to_copy_and_then_to_predict():
     """Softmax then mesa on raw tokens (s_t, 0, p_t): the first layer must find s_t-1 itself."""
     plan = plan_run("mesa", "lindyn",
                     overrides={"tokens": "raw", "first_layer": "softmax", "layers": "2",
                                "heads": "2", "iterations": "150", "val_every": "150",
                                "test_tasks": "100", "length": "16", "lr": "6e-3",
-                               "meta_batch": "32"},
+                               "meta_batch": "32", "sensitivity": "true"},
                     device="cpu")  # fmt: skip
     final = execute(plan, MemoryRecorder())
     # (At 32 sequences a step, seed 0, 150 steps at 6e-3: 0.41 on the previous position,
@@ -302,6 +340,9 @@ def test_a_hybrid_on_raw_tokens_learns_to_copy_and_then_to_predict():
     # gave 0.44, 0.05 and 4.3x.)
     # Uniform attention would put 0.22 on the previous position (1/(t+1), t = 1..14).
     assert final["final/copy/previous_attention"] > 0.3
+    # Its outputs depend on s_t-1 more than an average of the earlier states would
+    # (mean of 1/t over t = 2..14: 0.25).
+    assert final["final/copy/previous_share"] > 0.4
     assert final["final/loss_t15"] < 0.2 * final["final/loss_t1"]
     # The mesa layer reads what the first layer copied: without that layer its loss grows.
     assert final["final/copy/loss_without"] > 1.5 * final["final/copy/loss_learned"]

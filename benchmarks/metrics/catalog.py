@@ -222,6 +222,8 @@ _IN_CONTEXT = [
     (r"final/copy/loss_exact", None,
      "loss with the first softmax layer's attention replaced by an exact copy of t - 1"),
     (r"final/copy/loss_without", None, "loss with the first softmax layer removed"),
+    (r"final/copy/previous_share", None, "share of the first softmax layer's sensitivity to "
+     "earlier states that falls on the previous one (1: a copy of s_t-1)"),
     (r"final/repurpose/(plain|eos|continual)_n(\d+)", "lower",
      "few-shot regression loss of the model trained on dynamics, shown {1} pairs ({0})"),
     (r"final/repurpose/least_squares_n(\d+)", None,

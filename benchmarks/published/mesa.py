@@ -316,6 +316,12 @@ _HYBRID_STEP_S = {("mesa", 1): 0.06, ("mesa", 2): 0.08, ("causal_lsa", 7): 0.35,
 
 
 _COPY_BASIS = "hybrid-mesa on the copy test's sequences"
+_SHARE_CITE = ("thesis sec. 3.5.1: the sensitivity norm ||d f_t / d s_t'|| of the first layer's "
+               "output (residual included) for all t' <= t shows that 'after the first layer, "
+               "every token mostly depends on itself and on the preceding token', for 'all "
+               "three types' of Transformer; 'mostly' read as at least half of the sensitivity "
+               "to earlier states (t' < t: the current one reaches f_t through the residual "
+               "whatever the layer learned) falling on s_t-1 (ours)")
 _COPY_CITE = (f"our sensitivity test of {_CH3}'s reading of the first layer as a copy that "
               "builds the mesa layer's inputs; bands ours")
 
@@ -324,13 +330,15 @@ def _hybrids() -> Table:
     budget = {"quick": {"iterations": "300"}, "cpu": {}, "paper": {}}
 
     def line(label: str, method: str, layers: int, hybrid: bool, metric="final/test_loss",
-             **relation) -> Claim:  # fmt: skip
+             sensitivity: bool = False, **relation) -> Claim:  # fmt: skip
         settings = {"tokens": "raw", "heads": "2", "layers": str(layers),
                     # as in the depth table (without it, the 7-layer hybrid-linear stack
                     # overflowed within 200-550 steps on every seed)
                     **_norm("linear" if method == "causal_lsa" else "other", layers)}
         if hybrid:
             settings["first_layer"] = "softmax"
+        if sensitivity:  # its own runs: the analysis is a setting, off in the runs above
+            settings["sensitivity"] = "true"
         return Claim(label, "lindyn", method, metric, settings, budget,
                      cost_s=_costs(_HYBRID_STEP_S[(method, layers)], 20),
                      **relation)  # fmt: skip
@@ -360,6 +368,19 @@ def _hybrids() -> Table:
              cite=f"{_COPY_CITE}; a sanity check, which a trained hybrid hardly fails"),
     )  # fmt: skip
     claims += tuple(_hybrid_probes(line))
+    claims += tuple(
+        line(f"first layer: at least half its sensitivity to earlier states on s_t-1 ({name})",
+             method, layers, hybrid, metric="final/copy/previous_share", sensitivity=True,
+             target=0.5, check="at_least", provenance="derived", cite=f"{_SHARE_CITE}; {fig}")
+        for name, method, layers, hybrid, fig in (
+            ("hybrid-mesa", "mesa", 2, True, "the hybrid-mesa's is stated in the text only"),
+            ("hybrid-linear", "causal_lsa", 7, True, "Fig. 3.8A caption: 'high sensitivity to "
+             "the current and previous tokens of the outputs of the first layer of a "
+             "hybrid-linear Transformer'"),
+            ("softmax-only", "causal_softmax", 7, False, "Fig. 3.4B caption, of a softmax-only "
+             "Transformer"),
+        )
+    )  # fmt: skip
     return Table(
         "mesa-hybrids",
         "On raw tokens a softmax layer copies the previous state; a 2-layer hybrid (softmax, "
@@ -394,7 +415,13 @@ def _hybrids() -> Table:
         "last, in every seed), not at the last layer: this run shows the caption's "
         "transition does not hold for this model (2 heads, D = 10, raw tokens with a "
         "sinusoidal position code, no input or output projection; the thesis states no head "
-        "count for it and projects its inputs and outputs). Not tried: 4 heads, projections.",
+        "count for it and projects its inputs and outputs). Not tried: 4 heads, projections. "
+        "The sensitivity lines (sec. 3.5.1, Figs. 3.4B and 3.8A) read each model's first "
+        "layer through its Jacobian on 32 of the copy test's sequences "
+        "(methods/analyses/sensitivity.py): of ||d f_t / d s_t'|| over the earlier states "
+        "t' < t, the share on s_t-1, averaged over positions t >= 2 (1: a copy; 1/t: an "
+        "average of every earlier state, 0.073 over t = 2..49). They are runs of their own: "
+        "the same training with the analysis switched on (sensitivity=true).",
         figure=TableFigure(f"{_CH3}: hybrid models, loss by time step", (Panel(
             "Loss by time step (raw tokens)", "time step t", "0.5 ||s_t+1 - f_t||^2",
             tuple(History(short, c.label, "analysis/loss_by_t")

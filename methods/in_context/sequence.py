@@ -17,6 +17,7 @@ from mesabench_core import ConfigError, IncompatibleSetting, param
 from mesabench_datasets.tasks import Problem, TaskBatch, TaskSource, seeded_generator
 from methods.analyses.probes import is_autoregressive_regression, probe_analysis
 from methods.analyses.repurpose import repurposing_scores
+from methods.analyses.sensitivity import previous_share, sensitivity_norms
 from methods.analyses.sizes import AnalysisSettings, analysis_tasks
 from methods.api import ArtifactLog
 from methods.common.losses import per_task_loss
@@ -144,6 +145,11 @@ class SequenceConfig(AnalysisSettings):
         "prompts x_1, y_1, ..., x_q, plain and with end-of-pair tokens "
         "(methods/analyses/repurpose.py)",
     )
+    sensitivity: bool = param(
+        False, added="0.2",
+        help="after training, measure how much the first softmax layer's outputs depend on "
+        "each earlier state: the share on the previous one (methods/analyses/sensitivity.py)",
+    )
     lam: float = param(1.0, min=1e-6, help="initial ridge strength of mesa layers")
     init_std: float = param(0.02, min=0.0, help="std of the weights' normal initialisation")
     lr: float = param(1e-3, min=0.0, help="Adam lr")
@@ -163,6 +169,9 @@ class SequenceLearner(InContextMethod):
 
     @classmethod
     def check_config(cls, config: SequenceConfig, problem: Problem) -> None:
+        if config.sensitivity and "softmax" not in (config.first_layer, config.mixer):
+            raise IncompatibleSetting("sensitivity reads a first softmax layer: it needs "
+                                      "first_layer=softmax or mixer=softmax")  # fmt: skip
         if config.repurpose and not is_autoregressive_regression(problem):
             raise IncompatibleSetting("repurpose scores a model trained on linear dynamics "
                                       "as a regressor: it needs an autoregressive regression "
@@ -226,7 +235,16 @@ class SequenceLearner(InContextMethod):
             final["final/copy/previous_attention"] = previous_attention(weights)
             if is_autoregressive_regression(self.problem):
                 final.update(self.copy_sensitivity(first, batch))
+            if self.config.sensitivity:
+                norms = sensitivity_norms(self.first_output, batch.query_x[:_SENSITIVITY_SEQUENCES])
+                final["final/copy/previous_share"] = previous_share(norms)
         return final
+
+    def first_output(self, sequence: Tensor) -> Tensor:
+        """The first layer's outputs (residual included, as the thesis measures them)
+        ``[T, width]`` for one sequence ``[T, D]``."""
+        tokens = self.input_tokens(sequence[None])
+        return self.model.layers[0].residual(tokens, self.model.norms[0](tokens))[0]
 
     def copy_sensitivity(self, first: CausalSoftmaxAttention, batch) -> dict[str, float]:
         """The loss on the same sequences with the first layer's attention as learned, as an
@@ -249,6 +267,8 @@ class SequenceLearner(InContextMethod):
 
 #: Seed role of the copy analysis' sequences (apart from training, validation and test).
 _COPY_ROLE = 8
+#: Sequences (of the copy analysis') whose Jacobians the sensitivity reads: ~4 MB each.
+_SENSITIVITY_SEQUENCES = 32
 
 
 def previous_attention(weights: Tensor) -> float:

@@ -1,0 +1,38 @@
+"""How much a causal layer's output at position t depends on each earlier input: the
+sensitivity norms ||d f_t / d s_t'|| (t' <= t) by which the thesis reads a first softmax
+layer as a copy of the previous state (thesis sec. 3.5.1, Figs. 3.4B and 3.8A).
+
+Computed with ``torch.func`` (a Jacobian per sequence, vmapped over the batch): a
+``[T, W]`` output of a ``[T, D]`` sequence has a ``[T, W, T, D]`` Jacobian, ~1M numbers at
+the thesis' T = 50, D = 10, so a few dozen sequences suffice and fit in memory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+from torch import Tensor
+
+
+def sensitivity_norms(fn: Callable[[Tensor], Tensor], sequences: Tensor) -> Tensor:
+    """``[B, T, T]``: the Frobenius norm of d fn(s)_t / d s_t' for each sequence ``s`` of
+    ``sequences`` (``[B, T, D]``), output position t (rows) against input position t'
+    (columns). ``fn`` maps one ``[T, D]`` sequence to its ``[T, W]`` outputs."""
+    jacobian = torch.func.vmap(torch.func.jacrev(fn))(sequences)  # [B, T, W, T, D]
+    return jacobian.pow(2).sum(dim=(2, 4)).sqrt()
+
+
+def previous_share(norms: Tensor) -> float:
+    """The share of the sensitivity to earlier inputs that falls on the previous one:
+    ||d f_t / d s_t-1|| over the sum of ||d f_t / d s_t'|| for t' < t, averaged over
+    sequences and positions t >= 2 (at t = 1 the previous input is the only earlier one).
+
+    1 for a layer that copies s_t-1; 1/t at position t for one that averages every earlier
+    input alike. The current input (t' = t) is left out: it reaches f_t through the residual
+    whatever the layer learned. A position that depends on no earlier input scores 0.
+    """
+    previous = norms.diagonal(offset=-1, dim1=1, dim2=2)[:, 1:]  # t = 2..T-1
+    earlier = norms.tril(diagonal=-1).sum(-1)[:, 2:]
+    share = torch.where(earlier > 0, previous / earlier.clamp_min(1e-300), 0.0)
+    return share.mean().item()
