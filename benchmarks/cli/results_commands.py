@@ -20,6 +20,7 @@ from rich.table import Table
 from benchmarks.planning.config import parse_pairs
 from benchmarks.results.board import GROUP_KEYS, RunFilter
 from benchmarks.running.console import print_table
+from benchmarks.store.bulk import cycles_collected_after
 from mesabench_core import BadInput
 
 
@@ -280,9 +281,6 @@ def cmd_aggregate(args, console: Console) -> int:
 
 
 def cmd_leaderboard(args, console: Console) -> int:
-    from benchmarks.results.formats import as_rich, render
-    from benchmarks.store.reader import open_reader
-
     if args.aggregate is not None:
         return cmd_aggregate(args, console)
     group_by = tuple(k.strip() for k in args.group_by.split(",") if k.strip())
@@ -292,6 +290,15 @@ def cmd_leaderboard(args, console: Console) -> int:
     prefixes = tuple(p.strip() for given in args.columns for p in given.split(",") if p.strip())
     if args.shipped:
         _import_shipped(args)
+    with cycles_collected_after():
+        return _show_leaderboard(args, console, output, group_by, prefixes)
+
+
+def _show_leaderboard(args, console: Console, output: Path | None, group_by: tuple[str, ...],
+                      prefixes: tuple[str, ...]) -> int:  # fmt: skip
+    from benchmarks.results.formats import as_rich, render
+    from benchmarks.store.reader import open_reader
+
     boards = _boards(
         args,
         open_reader(args.tracking_uri),

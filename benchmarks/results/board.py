@@ -16,7 +16,13 @@ from typing import Any
 from benchmarks.catalog.references import ReferenceRow
 from benchmarks.planning.config import ConfigError
 from benchmarks.results.statistics import PairedTest, SeedStats, seed_stats
-from benchmarks.store.bulk import ConfigParams, SharedParams, values_of
+from benchmarks.store.bulk import (
+    ConfigParams,
+    MetricColumns,
+    SharedParams,
+    shared_columns,
+    values_of,
+)
 from benchmarks.store.bundles import IMPORTED_FROM_TAG, VERIFIED_TAG
 from benchmarks.store.reader import (
     DEPARTURES_TAG,
@@ -163,6 +169,9 @@ class LeaderboardRow:
     _stats: dict[str, SeedStats] = field(default_factory=dict, repr=False, compare=False)
     _by_seed: dict[str, dict[int, float]] = field(default_factory=dict, repr=False,
                                                   compare=False)  # fmt: skip
+    #: The runs' metrics, and the one column store they share where bulk-read (by_seed).
+    _metrics: list | None = field(default=None, repr=False, compare=False)
+    _columns: MetricColumns | None = field(default=None, repr=False, compare=False)
 
     @property
     def seeds(self) -> list[int]:
@@ -191,7 +200,10 @@ class LeaderboardRow:
         found = self._by_seed.get(metric)
         if found is None:
             grouped: dict[int, list[float]] = {}
-            values = values_of([run.metrics for run in self.runs], metric)
+            if self._metrics is None:  # the runs are fixed once the row is built
+                self._metrics = [run.metrics for run in self.runs]
+                self._columns = shared_columns(self._metrics)
+            values = values_of(self._metrics, metric, self._columns)
             for run, value in zip(self.runs, values, strict=True):
                 if value is not None:
                     grouped.setdefault(run.seed, []).append(value)
