@@ -153,6 +153,9 @@ def test_a_boards_bulk_read_keeps_what_differs_between_runs_of_one_configuration
     third = fake_run(store, "maml", 2, {"final/test_loss": 0.75, "final/test_loss_ci95": 0.2})
     running = fake_run(store, "maml", 3, {}, status="RUNNING")
     other = fake_run(store, "fomaml", 0, {"final/test_loss": 0.6})
+    # Another benchmark's run with the same metrics and tags: a scan must leave it out.
+    fake_run(store, "maml", 0, {"final/test_loss": 0.4, "final/peak_gpu_mib": 3.0},
+             benchmark="sinusoid-10shot")  # fmt: skip
     client = MlflowClient(store)
     client.set_tag(third, "mesabench.data_digest", "other-data")
     client.set_tag(first, "mesabench.data_digest", "data")
@@ -172,6 +175,8 @@ def test_a_boards_bulk_read_keeps_what_differs_between_runs_of_one_configuration
         k: dict(r.tags) for k, r in bulk.items()}  # fmt: skip
     assert {k: dict(r.params) for k, r in scanned.items()} == {
         k: dict(r.params) for k, r in bulk.items()}  # fmt: skip
+    assert {k: repr(dict(r.metrics)) for k, r in scanned.items()} == {
+        k: repr(dict(r.metrics)) for k, r in bulk.items()}  # fmt: skip (NaN != NaN: as text)
     assert full.keys() == bulk.keys() == {first, second, third, running, other}
     for run_id, run in full.items():
         lean = bulk[run_id]

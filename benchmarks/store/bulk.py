@@ -123,8 +123,9 @@ class MetricColumns:
     """The final metrics of a read's runs, one metric (for all of them) at a time: read
     when first asked for, through ``connect`` (a new read-only connection), and kept."""
 
-    def __init__(self, connect: Callable[[], sqlite3.Connection], ids: Collection[str]):
-        self._connect = connect
+    def __init__(self, connect: Callable[[], sqlite3.Connection], ids: Collection[str],
+                 few_runs: int = 500):  # fmt: skip
+        self._connect, self._few_runs = connect, few_runs
         self._ids = ids if isinstance(ids, (set, frozenset)) else set(ids)
         self._columns: dict[str, dict[str, float]] = {}
 
@@ -140,22 +141,24 @@ class MetricColumns:
         # MLflow stores NaN as value 0 with is_nan set. Over the (key, run_uuid) index, all
         # runs that logged the metric, kept where they are this read's (a read of a few
         # runs asks for them by id instead).
-        query = "SELECT run_uuid, value, is_nan FROM latest_metrics WHERE key = ?"
+        query = "SELECT run_uuid, value FROM latest_metrics WHERE key = ? AND is_nan = ?"
         ids, args = self._ids, [name]
-        if len(ids) <= 500:
+        if len(ids) <= self._few_runs:
             query += f" AND run_uuid IN ({','.join('?' * len(ids))})"
             args += list(ids)
         connection = self._connect()
         if connection is None:  # the store is gone since the runs were read
             return {}
         try:
-            return {
-                run_id: _NAN if is_nan else value
-                for run_id, value, is_nan in connection.execute(query, args)
-                if run_id in ids
-            }
+            # The rows straight into a dict (built in C), NaN rows apart (they are few).
+            found = dict(connection.execute(query, (args[0], False, *args[1:])))
+            found.update((run_id, _NAN) for run_id, _ in
+                         connection.execute(query, (args[0], True, *args[1:])))  # fmt: skip
         finally:
             connection.close()
+        if not found.keys() <= ids:  # other experiments' runs logged it too
+            found = {run_id: found[run_id] for run_id in found.keys() & ids}
+        return found
 
 
 class ColumnMetrics(Mapping[str, float]):

@@ -393,22 +393,23 @@ class SqliteReader:
         full = _params_of(connection, carriers, text)
         names: dict[str, set] = {run_id: set() for run_id in carriers}
         for chunk in _chunks(carriers):
-            query = (f"SELECT run_uuid, key FROM latest_metrics WHERE run_uuid IN "
-                     f"({','.join('?' * len(chunk))}) AND key >= 'final/' AND key < 'final0'")
-            for run_id, key in connection.execute(query, chunk):
-                names[run_id].add(intern(key))
+            # One row per carrier (metric keys hold no comma: MLflow's names are letters,
+            # digits and _-./ and space).
+            query = (f"SELECT run_uuid, group_concat(key) FROM latest_metrics WHERE run_uuid "
+                     f"IN ({','.join('?' * len(chunk))}) AND key >= 'final/' AND "
+                     "key < 'final0' GROUP BY run_uuid")  # fmt: skip
+            for run_id, keys in connection.execute(query, chunk):
+                names[run_id].update(map(intern, keys.split(",")))
         # A metric some run logged that no carrier did (a GPU's peak memory, a metric a later
         # version added): added to the names of each configuration with a run that has it.
-        extra = {row[0] for row in connection.execute(
-            "SELECT DISTINCT key FROM latest_metrics WHERE key >= 'final/' AND key < 'final0'")}
-        extra -= set().union(*names.values())
+        extra = set(_final_metric_keys(connection)) - set().union(*names.values())
         for run_id, key, value in suite_tags_of(unfinished):
             own[run_id].setdefault(intern(key), value)
         # A run's own seed, device and data root, where asked for.
         local = (_run_local_params(connection, condition, args, own, text) if only.run_local
                  else {})  # fmt: skip
         shared = _config_params(carrier, full)
-        columns = MetricColumns(self._connect, own)
+        columns = MetricColumns(self._connect, own, self.few_runs)
         for name in sorted(extra):
             for run_id in columns.column(name):
                 config = own[run_id].get("mesabench.config_hash", run_id)
@@ -468,6 +469,17 @@ class SqliteReader:
             runs.append(StoredRun(run_id, name or "", status, start, tags[run_id], params,
                                   metrics[run_id]))  # fmt: skip
         return runs
+
+
+def _final_metric_keys(connection) -> list[str]:
+    """The distinct ``final/`` metric keys of the store: one index seek per key (a loose
+    index scan over MLflow's (key, ...) primary key), not a walk over every run's metrics,
+    which ``SELECT DISTINCT`` takes."""
+    query = ("WITH RECURSIVE k(key) AS (SELECT min(key) FROM latest_metrics WHERE key >= "
+             "'final/' AND key < 'final0' UNION ALL SELECT (SELECT min(key) FROM "
+             "latest_metrics WHERE key > k.key AND key < 'final0') FROM k WHERE k.key IS NOT "
+             "NULL) SELECT key FROM k WHERE key IS NOT NULL")  # fmt: skip
+    return [row[0] for row in connection.execute(query)]
 
 
 def _carriers(rows: list[tuple], tags: Mapping[str, Mapping[str, str]]) -> dict[str, str]:
