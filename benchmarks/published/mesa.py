@@ -316,12 +316,15 @@ _HYBRID_STEP_S = {("mesa", 1): 0.06, ("mesa", 2): 0.08, ("causal_lsa", 7): 0.35,
 
 
 _COPY_BASIS = "hybrid-mesa on the copy test's sequences"
-_SHARE_CITE = ("thesis sec. 3.5.1: the sensitivity norm ||d f_t / d s_t'|| of the first layer's "
-               "output (residual included) for all t' <= t shows that 'after the first layer, "
-               "every token mostly depends on itself and on the preceding token', for 'all "
-               "three types' of Transformer; 'mostly' read as at least half of the sensitivity "
-               "to earlier states (t' < t: the current one reaches f_t through the residual "
-               "whatever the layer learned) falling on s_t-1 (ours)")
+_SHARE_CITE = ("thesis sec. 3.5.1: 'Transformers of all three types learn copy layers', seen "
+               "in the sensitivity norm ||d f_t / d s_t'|| of the first layer's output "
+               "(residual included) for t' <= t and in attention maps; 'Both experiments "
+               "provide evidence that after the first layer, every token mostly depends on "
+               "itself and on the preceding token, as shown in Figure 3.4B'; 'mostly' read as "
+               "at least half of the sensitivity to earlier states falling on s_t-1 (ours: "
+               "stricter than the text, which counts the current state too, and it reaches "
+               "f_t through the residual whatever the layer learned; a mean over positions "
+               "where the text says every token)")
 _COPY_CITE = (f"our sensitivity test of {_CH3}'s reading of the first layer as a copy that "
               "builds the mesa layer's inputs; bands ours")
 
@@ -373,12 +376,15 @@ def _hybrids() -> Table:
              method, layers, hybrid, metric="final/copy/previous_share", sensitivity=True,
              target=0.5, check="at_least", provenance="derived", cite=f"{_SHARE_CITE}; {fig}")
         for name, method, layers, hybrid, fig in (
-            ("hybrid-mesa", "mesa", 2, True, "the hybrid-mesa's is stated in the text only"),
+            ("hybrid-mesa", "mesa", 2, True, "Fig. 3.4B caption: 'even more clean next-token "
+             "copying behavior for hybrid-linear and hybrid-mesa Transformers'; no figure "
+             "shows the hybrid-mesa's sensitivity"),
             ("hybrid-linear", "causal_lsa", 7, True, "Fig. 3.8A caption: 'high sensitivity to "
              "the current and previous tokens of the outputs of the first layer of a "
              "hybrid-linear Transformer'"),
-            ("softmax-only", "causal_softmax", 7, False, "Fig. 3.4B caption, of a softmax-only "
-             "Transformer"),
+            ("softmax-only", "causal_softmax", 7, False, "Fig. 3.4B caption: 'The first "
+             "softmax layer groups together neighboring tokens' (of a softmax-only "
+             "Transformer; the hybrids' copying 'even more clean')"),
         )
     )  # fmt: skip
     return Table(
@@ -416,12 +422,16 @@ def _hybrids() -> Table:
         "transition does not hold for this model (2 heads, D = 10, raw tokens with a "
         "sinusoidal position code, no input or output projection; the thesis states no head "
         "count for it and projects its inputs and outputs). Not tried: 4 heads, projections. "
-        "The sensitivity lines (sec. 3.5.1, Figs. 3.4B and 3.8A) read each model's first "
-        "layer through its Jacobian on 32 of the copy test's sequences "
-        "(methods/analyses/sensitivity.py): of ||d f_t / d s_t'|| over the earlier states "
-        "t' < t, the share on s_t-1, averaged over positions t >= 2 (1: a copy; 1/t: an "
-        "average of every earlier state, 0.073 over t = 2..49). They are runs of their own: "
-        "the same training with the analysis switched on (sensitivity=true).",
+        "The sensitivity lines (sec. 3.5.1, Figs. 3.4B and 3.8A; the hybrid-mesa's: the "
+        "text and Fig. 3.4B's caption only) read each model's first layer through its "
+        "Jacobian on 32 of the copy test's sequences (methods/analyses/sensitivity.py): of "
+        "||d f_t / d s_t'|| over the earlier states t' < t, the share on s_t-1, averaged "
+        "over positions t >= 2, counted from 0 (1: a copy; 1/t: an average of every earlier "
+        "state, 0.073 over t = 2..49). They are runs of their own: the same training with "
+        "the analysis switched on (sensitivity=true). The band is least supported for the "
+        "softmax-only model, whose caption says only that its first layer 'groups together "
+        "neighboring tokens': one spread over s_t-1 and s_t-2 would miss it and still agree "
+        "with the thesis.",
         figure=TableFigure(f"{_CH3}: hybrid models, loss by time step", (Panel(
             "Loss by time step (raw tokens)", "time step t", "0.5 ||s_t+1 - f_t||^2",
             tuple(History(short, c.label, "analysis/loss_by_t")
