@@ -267,6 +267,21 @@ def copy_layer(dim: int, scale: float = 200.0):
     return layer
 
 
+def copying_hybrid(**overrides: str):
+    """A float64 hybrid on raw tokens of dimension 3 and length 12: the hand-built copy
+    layer, then a mesa layer as initialised."""
+    from benchmarks.running.execute import build_method
+
+    plan = plan_run("mesa", "lindyn",
+                    overrides={"dim": "3", "length": "12", "tokens": "raw",
+                               "first_layer": "softmax", "layers": "2", **overrides},
+                    device="cpu")  # fmt: skip
+    method = build_method(plan)
+    method.model.double()
+    method.model.layers[0] = copy_layer(3)
+    return method
+
+
 def test_a_copy_layer_on_raw_tokens_builds_the_constructed_tokens_and_is_measured_so():
     from methods.in_context.sequence import constructed_tokens, previous_attention, raw_tokens
 
@@ -293,17 +308,10 @@ def test_the_sensitivity_share_of_a_copy_layer_is_one_and_of_an_average_one_over
     included), read as the share of the earlier inputs' that falls on s_t-1: a hand-built
     copy layer scores 1; a layer averaging every position alike (zero query: weights
     1/(t+1) whatever the inputs) scores exactly 1/t at position t."""
-    from benchmarks.running.execute import build_method
     from methods.analyses.sensitivity import previous_share, sensitivity_norms
 
-    plan = plan_run("mesa", "lindyn",
-                    overrides={"dim": "3", "length": "12", "tokens": "raw",
-                               "first_layer": "softmax", "layers": "2", "sensitivity": "true"},
-                    device="cpu")  # fmt: skip
-    method = build_method(plan)
-    method.model.double()
+    method = copying_hybrid(sensitivity="true")
     seq = LinDynConfig(dim=3, length=12).build().sample(4, seeded_generator(6)).query_x.double()
-    method.model.layers[0] = copy_layer(3)
     norms = sensitivity_norms(method.first_output, seq)
     assert norms.shape == (4, 11, 11)
     assert norms.triu(diagonal=1).abs().max() < 1e-12  # causal: no later input reaches f_t
@@ -432,17 +440,10 @@ def test_copy_sensitivity_scores_the_stack_with_an_exact_copy_and_without_the_la
     layer's attention replaced by an exact copy equals the rest of the stack run on tokens
     (s_t, s_t-1, p_t) built directly (s_1 in place of s_0); without the layer, on
     (s_t, 0, p_t); and the hand-built layer, a near-exact copy, scores as the exact one."""
-    from benchmarks.running.execute import build_method
     from methods.common.losses import per_task_loss
     from methods.in_context.sequence import constructed_tokens, raw_tokens
 
-    plan = plan_run("mesa", "lindyn",
-                    overrides={"dim": "3", "length": "12", "tokens": "raw",
-                               "first_layer": "softmax", "layers": "2", "init_std": "0.3"},
-                    device="cpu")  # fmt: skip
-    method = build_method(plan)
-    method.model.double()
-    method.model.layers[0] = copy_layer(3)
+    method = copying_hybrid(init_std="0.3")
     batch = LinDynConfig(dim=3, length=12).build().sample(8, seeded_generator(9))
     batch = type(batch)(**{f: v.double() if torch.is_tensor(v := getattr(batch, f)) else v
                            for f in batch.__dataclass_fields__})  # fmt: skip
