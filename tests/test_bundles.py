@@ -98,6 +98,17 @@ def test_a_round_trip_gives_the_same_board_and_imports_each_run_once(source, new
     shutil.copyfile(Path(source.removeprefix("sqlite:///")), own)
     assert main(["import", str(bundle), "--tracking-uri", f"sqlite:///{own}"]) == 0
     assert "imported 0 run(s)" in capsys.readouterr().out
+    # Passed on: the target's export of what it imported keeps each run's first identity,
+    # so it is nothing new to the store it came from, nor to one that has the first bundle.
+    onward = tmp_path / "onward.mesabundle"
+    assert main(["export", str(onward), "--tracking-uri", target]) == 0
+    assert {r["source_run"] for r in json.loads(gzip.decompress(onward.read_bytes()))["runs"]} == (
+        sources)  # fmt: skip
+    assert main(["import", str(onward), "--tracking-uri", f"sqlite:///{own}"]) == 0
+    assert "imported 0 run(s)" in capsys.readouterr().out
+    assert main(["import", str(onward), "--tracking-uri", target]) == 0
+    assert "imported 0 run(s)" in capsys.readouterr().out
+    assert len(stored_runs(f"sqlite:///{own}")) == len(stored_runs(source))
 
 
 def test_an_export_chooses_by_method_and_run_id_and_keeps_histories_on_request(

@@ -85,7 +85,9 @@ def run_body(client, run, histories: bool | Collection[str], scratch: Path) -> d
     info, data = run.info, run.data
     tags = {k: v for k, v in data.tags.items() if k not in LOCAL_TAGS}
     body: dict[str, Any] = {
-        "source_run": info.run_id,
+        # A run imported here is passed on under the id it was made under: a store that has
+        # it (the one it came from, or one that imported it from there) finds it present.
+        "source_run": tags.get(SOURCE_RUN_TAG, info.run_id),
         "benchmark": tags.get("mesabench.benchmark", ""),
         "name": info.run_name or "",
         "status": info.status,
