@@ -157,10 +157,17 @@ def _unknown_method(document):
     run["checksum"] = checksum(run)  # a well-made bundle of a method not installed here
 
 
+def _unknown_benchmark(document):
+    run = document["runs"][0]
+    run["benchmark"] = "no-such-benchmark"
+    run["checksum"] = checksum(run)
+
+
 @pytest.mark.parametrize("change, words", [
     (_tamper, "fails its checksum"),
     (_newer, f"reads up to version {VERSION}: upgrade mesabench"),
     (_unknown_method, "unknown method 'no_such_method'"),
+    (_unknown_benchmark, "no-such-benchmark"),
 ])  # fmt: skip
 def test_a_bad_bundle_is_refused_in_one_line_and_nothing_is_imported(
     source, new_store, tmp_path, capsys, change, words
@@ -173,6 +180,7 @@ def test_a_bad_bundle_is_refused_in_one_line_and_nothing_is_imported(
     assert main(["import", str(bad), "--tracking-uri", target]) == 2
     err = capsys.readouterr().err
     assert words in err and len(err.strip().splitlines()) == 1, err
+    assert "nothing imported" in err or "import:" in err, err
     assert stored_runs(target) == []
 
 

@@ -32,6 +32,7 @@ from typing import Any
 
 from benchmarks.planning.config import ConfigError
 from benchmarks.store.reader import sqlite_path
+from mesabench_core import BadInput
 
 FORMAT = "mesabench-bundle"
 VERSION = 1
@@ -183,7 +184,7 @@ def check_installed(bundle: Bundle) -> None:
             benchmark_spec(run["benchmark"])
             if method:
                 method_entry(method)
-        except ConfigError as err:
+        except BadInput as err:  # an unknown name is a RegistryError, not a ConfigError
             raise ConfigError(f"import: {bundle.source}: run {run['source_run']}: {err}; "
                               "nothing imported") from None  # fmt: skip
 
