@@ -122,6 +122,8 @@ def test_anchors_of_the_built_in_families():
 
 
 def _store_with_runs(tmp_path):
+    from mlflow.tracking import MlflowClient
+
     from tests.helpers import fake_run
 
     store = f"sqlite:///{tmp_path / 'mlflow.db'}"
@@ -132,7 +134,11 @@ def _store_with_runs(tmp_path):
               ("anil", "sinusoid-5shot"): [0.2, 0.25, 0.3]}  # fmt: skip
     for (method, benchmark), values in losses.items():
         for seed, loss in enumerate(values):
-            fake_run(store, method, seed, {"final/test_loss": loss}, benchmark=benchmark)
+            run_id = fake_run(store, method, seed, {"final/test_loss": loss}, benchmark=benchmark)
+            if (method, benchmark, seed) == ("fomaml", "linreg-icl", 0):  # from another lab
+                client = MlflowClient(store)
+                client.set_tag(run_id, "mesabench.imported_from", "lab.mesabundle")
+                client.set_tag(run_id, "mesabench.verified", "agrees (bit-identical)")
     # at other task settings: left out of the aggregate (its anchors do not hold there)
     fake_run(store, "maml", 3, {"final/test_loss": 0.0}, benchmark="linreg-icl",
              **{"task.input_range": "0.5"})  # fmt: skip
@@ -152,6 +158,10 @@ def test_leaderboard_aggregate_end_to_end_on_a_store(tmp_path, capsys):
                   for m in ("maml", "fomaml")}  # fmt: skip
     rows = {m["method"]: m for m in data["methods"]}
     assert set(rows) == {"maml", "fomaml"} and data["left_out"] == {"anil": ["linreg-icl"]}
+    # A run from a bundle is marked, as on a board, with what verify found of it.
+    assert rows["maml"]["imported"] == {}
+    assert rows["fomaml"]["imported"] == {
+        "linreg-icl": "imported: 1 of 3 runs, from lab.mesabundle; verified: 1 re-run(s) agree"}
     for method in rows:
         pooled = np.concatenate(list(normalised[method].values()))
         assert rows[method]["iqm"]["value"] == pytest.approx(stats.trim_mean(pooled, 0.25))
@@ -166,6 +176,7 @@ def test_leaderboard_aggregate_end_to_end_on_a_store(tmp_path, capsys):
                  "markdown", "--tracking-uri", store]) == 0  # fmt: skip
     text = capsys.readouterr().out
     assert "IQM [95% CI, stratified bootstrap]" in text and "0 = 1.66667" in text
+    assert "From bundles: fomaml (linreg-icl: imported: 1 of 3 runs" in text
     # latex: the best IQM in bold, and fomaml too unless the best is surely better than it
     assert main(["leaderboard", "--aggregate", "sinusoid-5shot,linreg-icl", "--format",
                  "latex", "--tracking-uri", store]) == 0  # fmt: skip

@@ -119,6 +119,9 @@ class Aggregate:
     reasons: dict[str, dict[str, str]] = field(default_factory=dict)
     taus: tuple[float, ...] = TAUS
     reps: int = REPS
+    #: Runs that came from a bundle (and what ``verify`` found of them): method -> benchmark
+    #: -> ``imported: 2 of 3 runs, from lab.mesabundle; ...``, as boards mark them.
+    imported: dict[str, dict[str, str]] = field(default_factory=dict)
 
 
 def aggregate(scores: Mapping[str, Scores], benchmarks: Sequence[str],
@@ -162,12 +165,13 @@ def aggregate_from_store(reader, benchmarks: Sequence[str], run_filter=None,
     configuration per benchmark at the benchmark's own task settings; and what each
     benchmark's scores were normalised by (benchmark -> one line)."""
     from benchmarks.catalog.anchors import anchors_for, task_settings
-    from benchmarks.results.board import LeaderboardError, other_setting_text
+    from benchmarks.results.board import LeaderboardError, imported_text, other_setting_text
     from benchmarks.results.leaderboards import build_leaderboard, read_runs
 
     scores: dict[str, dict[str, np.ndarray]] = {}
     anchors_text: dict[str, str] = {}
     reasons: dict[str, dict[str, str]] = {}
+    imported: dict[str, dict[str, str]] = {}
     for benchmark in benchmarks:
         anchors = anchors_for(benchmark)
         if anchors is None:
@@ -191,6 +195,8 @@ def aggregate_from_store(reader, benchmarks: Sequence[str], run_filter=None,
                     f"--aggregate: {method} has {len(rows)} configurations on {benchmark} "
                     f"({configs}); keep one with --param or --tag")  # fmt: skip
             values = rows[0].by_seed(anchors.metric)
+            if mark := imported_text(rows[0]):
+                imported.setdefault(method, {})[benchmark] = mark
             scores.setdefault(method, {})[benchmark] = np.array(
                 [anchors.normalise(values[s]) for s in sorted(values)])  # fmt: skip
         for row in board.unranked:
@@ -204,6 +210,7 @@ def aggregate_from_store(reader, benchmarks: Sequence[str], run_filter=None,
             f"1 = {anchors.one:.6g} ({anchors.one_what})")  # fmt: skip
     result = aggregate(scores, benchmarks, reps=reps)
     pooled = {m.method for m in result.methods}
+    result.imported = {m: marks for m, marks in imported.items() if m in pooled}
     for method, where in reasons.items():  # rows with no score to pool: said, not dropped
         if method not in pooled:
             result.missing[method] = [b for b in benchmarks if b not in scores.get(method, {})]
@@ -238,6 +245,9 @@ def notes(result: Aggregate, anchors_text: Mapping[str, str]) -> list[str]:
     lines = [f"Normalised per benchmark, {b}: {anchors_text[b]}." for b in result.benchmarks]
     lines.append(f"Intervals: {result.reps} stratified-bootstrap resamples (seeds within each "
                  "benchmark), percentile; runs at each benchmark's own task settings only.")
+    for method, marks in sorted(result.imported.items()):
+        lines.append(f"From bundles: {method} ("
+                     + "; ".join(f"{b}: {marks[b]}" for b in sorted(marks)) + ").")
     for method, where in sorted(result.missing.items()):
         why = result.reasons.get(method, {})
         lines.append(f"Left out: {method} ("
@@ -263,7 +273,7 @@ def as_json_data(result: Aggregate, anchors_text: Mapping[str, str]) -> dict:
         "bootstrap": {"kind": "stratified over seeds within benchmarks", "reps": result.reps,
                       "interval": "percentile 95%"},
         "methods": [{"method": m.method, "runs": m.seeds, "iqm": est(m.iqm),
-                     "mean": est(m.mean),
+                     "mean": est(m.mean), "imported": result.imported.get(m.method, {}),
                      "profile": {"tau": list(result.taus), "fraction": m.profile.tolist(),
                                  "ci95_low": m.profile_low.tolist(),
                                  "ci95_high": m.profile_high.tolist()}}
