@@ -45,7 +45,7 @@ part "4. La-MAML: ours vs avalanche's lamaml_v2, same stream (generated MNIST)" 
 part "5. mesa layer: block (Woodbury) and per-token forms vs a per-step solve" 45 \
     "$PY" bench/mesa_speed.py --device cuda --length 256 --batch 64 --rounds 3
 export MESABENCH_DATA="$DATA"
-part "6. maml, Omniglot 5-way 1-shot, 1,000 iterations (docs/RESULTS.md's CPU command)" 180 \
+part "6. maml, Omniglot 5-way 1-shot, 1,000 iterations (docs/earlier-results.md's CPU command)" 180 \
     "$PY" -m benchmarks run --method maml --benchmark omniglot-5w1s --device cuda \
     --set omniglot_split=maml --set rotations=true --set queries=5 --seed 0 \
     --set iterations=1000 --set val_every=500 --tracking-uri "sqlite:///$WORK/omniglot.db"

@@ -265,7 +265,7 @@ register_method(
     LookAheadMetaLearner,
     "sparse-La-MAML: La-MAML with binary gradient masks alpha0 * 1[m >= 0], straight-through",
     modulation="binary_mask",
-    # From a grid over alpha0 x mask lr on mnist-rotations, seed 100 (docs/RESULTS.md).
+    # From a grid over alpha0 x mask lr on mnist-rotations, seed 100 (docs/earlier-results.md).
     fixed_rate=0.1,
     modulation_lr=0.1,
 )
