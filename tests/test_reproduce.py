@@ -789,6 +789,8 @@ def test_mesa_tables_label_what_the_thesis_states_and_what_is_the_suites():
         "its attention replaced by an exact copy of t - 1: within 10% of it",
         "its copy layer removed: at least twice its loss",
         *(f"mesa, plain prompt, {n} pairs: above end-of-pair (paired)" for n in (2, 5, 10, 15)),
+        *(f"first layer: at least half its sensitivity to earlier states on s_t-1 ({model})"
+          for model in ("hybrid-mesa", "hybrid-linear", "softmax-only")),
     }
     for claim in held:
         if claim.provenance == "derived":

@@ -287,6 +287,7 @@ def _families() -> dict[str, Family]:
             "first_layer": Line("softmax", extra=two), "mesa_form": Line("chunked", "speed only"),
             "heads": Line("2"), "tokens": Line("raw"), "embed": Line("8"),
             "layernorm": Line("true"), "repurpose": Line("true"), "lam": Line("0.5"),
+            "sensitivity": Line("true", method="causal_softmax"),
             "init_std": Line("0.1"), "lr": Line("0.01"), "grad_clip": _CLIP}),
         Family(LeastSquaresConfig, "ar_least_squares", "lindyn", _pairs(**TINY), {
             "analysis_tasks": _NO_ANALYSIS, "lam": Line("0.5")}),

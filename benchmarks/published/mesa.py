@@ -316,15 +316,15 @@ _HYBRID_STEP_S = {("mesa", 1): 0.06, ("mesa", 2): 0.08, ("causal_lsa", 7): 0.35,
 
 
 _COPY_BASIS = "hybrid-mesa on the copy test's sequences"
-_SHARE_CITE = ("thesis sec. 3.5.1: 'Transformers of all three types learn copy layers', seen "
-               "in the sensitivity norm ||d f_t / d s_t'|| of the first layer's output "
-               "(residual included) for t' <= t and in attention maps; 'Both experiments "
-               "provide evidence that after the first layer, every token mostly depends on "
-               "itself and on the preceding token, as shown in Figure 3.4B'; 'mostly' read as "
-               "at least half of the sensitivity to earlier states falling on s_t-1 (ours: "
-               "stricter than the text, which counts the current state too, and it reaches "
-               "f_t through the residual whatever the layer learned; a mean over positions "
-               "where the text says every token)")
+_SHARE_CITE = ("ours: 'mostly' read as at least half of the sensitivity to earlier states "
+               "falling on s_t-1 (stricter than the text, which counts the current state too, "
+               "and it reaches f_t through the residual whatever the layer learned; a mean "
+               "over positions where the text says every token), of thesis sec. 3.5.1: "
+               "'Transformers of all three types learn copy layers', seen in the sensitivity "
+               "norm ||d f_t / d s_t'|| of the first layer's output (residual included) for "
+               "t' <= t and in attention maps; 'Both experiments provide evidence that after "
+               "the first layer, every token mostly depends on itself and on the preceding "
+               "token, as shown in Figure 3.4B'")
 _COPY_CITE = (f"our sensitivity test of {_CH3}'s reading of the first layer as a copy that "
               "builds the mesa layer's inputs; bands ours")
 
