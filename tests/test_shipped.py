@@ -58,6 +58,15 @@ def test_a_table_is_assembled_from_shipped_runs_and_runs_only_missing_cells(
     assert main([*base, "--seeds", "0-1", "--ship", "--tracking-uri", first]) == 0
     assert bundle.read_bytes() == data
     assert "4 run(s), 0 new;" in " ".join(capsys.readouterr().out.split())
+    # Judged in a store that holds only the shipped runs: the same lines, numbers and
+    # verdicts as in the store they were made in.
+    judged = []
+    for store in (first, new_store("copy")):
+        assert main(["reproduce", TABLE, "--seeds", "0-1", "--no-run", "--markdown",
+                     "--tracking-uri", store]) == 0  # fmt: skip
+        judged.append([line for line in capsys.readouterr().out.splitlines()
+                       if line.startswith("| ")])  # fmt: skip
+    assert len(judged[0]) > 2 and judged[0] == judged[1]
     # A second sitting, elsewhere: the shipped cells are imported, only seed 2 runs.
     capsys.readouterr()
     assert main([*base, "--seeds", "0-2", "--ship", "--tracking-uri", second]) == 0
