@@ -283,3 +283,27 @@ def test_a_bundle_can_carry_the_histories_of_chosen_metrics_only(source, new_sto
     assert imported.data.metrics == maml.data.metrics  # every last value as the source has it
     val = here.get_metric_history(imported.info.run_id, "val/loss")
     assert [m.step for m in val] == [0]  # no history asked: its last value alone
+
+
+def test_verify_holds_another_platforms_run_to_the_benchmarks_tolerance_and_ours_to_the_bit():
+    """A run made elsewhere (another machine or torch) is held to the benchmark's relative
+    tolerance, one made on this platform to the last bit; the machine's own measurements
+    (times, memory) are never compared, and NaN equals NaN."""
+    from benchmarks.results.verify import compare, same_platform
+
+    claimed = {"final/test_loss": 0.5, "final/test_accuracy": "nan", "final/train_time_s": 9.0,
+               "final/peak_gpu_mib": 100.0, "val/loss": 3.0}
+    here = {"final/test_loss": 0.5 * (1 + 0.005), "final/test_accuracy": float("nan"),
+            "final/train_time_s": 1.0, "final/peak_gpu_mib": 1.0}
+    assert compare(claimed, here, exact=False, rtol=0.01) == ("within 0.01 (relative)", {})
+    outcome, differ = compare(claimed, here, exact=True, rtol=0.01)
+    assert outcome == "MISMATCH" and set(differ) == {"final/test_loss"}
+    here["final/test_loss"] = 0.5 * 1.02  # 2% off: beyond the tolerance
+    outcome, differ = compare(claimed, here, exact=False, rtol=0.01)
+    assert outcome == "MISMATCH" and differ == {"final/test_loss": (0.5, 0.51)}
+    here["final/test_loss"] = 0.5
+    assert compare(claimed, here, exact=True, rtol=0.01) == ("identical", {})
+    run = {"tags": {"mesabench.machine": "x86_64, 2 CPU cores", "mesabench.torch_version": "2.1"}}
+    assert same_platform(run, "x86_64, 2 CPU cores", "2.1")
+    assert not same_platform(run, "x86_64, 2 CPU cores", "2.2")
+    assert not same_platform(run, "arm64, 8 CPU cores", "2.1")
