@@ -362,3 +362,20 @@ def tiny_run(method: str, data: Path) -> tuple[str, list[str], str]:
         # The in-context learners' analyses run whole, on 200 tasks each (not 2,000-10,000).
         settings += ["--set", "analysis_tasks=200"]
     return benchmark, settings, "final/test_loss"
+
+
+def assert_compiles(tex: str, folder: Path) -> None:
+    """``tex`` (a booktabs table) compiles in an article with pdflatex, where installed
+    (Debian's texlive-latex-base); else the source the caller checked is all."""
+    import shutil
+
+    if not shutil.which("pdflatex"):
+        return
+    document = folder / "table.tex"
+    document.write_text("\\documentclass{article}\n\\usepackage{booktabs}\n"
+                        "\\begin{document}\n" + tex + "\\end{document}\n")  # fmt: skip
+    made = subprocess.run(["pdflatex", "-interaction=nonstopmode", "-halt-on-error",
+                           document.name], cwd=folder, capture_output=True, text=True,
+                          timeout=120)  # fmt: skip
+    assert made.returncode == 0, made.stdout[-2000:]
+    assert (folder / "table.pdf").stat().st_size > 1000

@@ -147,6 +147,7 @@ def _store_with_runs(tmp_path):
 
 def test_leaderboard_aggregate_end_to_end_on_a_store(tmp_path, capsys):
     from benchmarks.cli.main import main
+    from tests.helpers import assert_compiles
 
     store, losses = _store_with_runs(tmp_path)
     capsys.readouterr()
@@ -191,6 +192,7 @@ def test_leaderboard_aggregate_end_to_end_on_a_store(tmp_path, capsys):
                          if (p["x"], p["y"]) == (best, other))["ci95_low"] > 0.5  # fmt: skip
     assert ("\\textbf" in lines[other]) != surely_better
     assert "\\toprule" in tex and "95\\%" in tex
+    assert_compiles(tex, tmp_path)
 
 
 def test_aggregate_bad_input_is_one_line_and_exit_2(tmp_path, capsys):
