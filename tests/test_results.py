@@ -489,6 +489,29 @@ def test_the_three_store_readers_read_the_same_runs(served, capsys):
     assert through_server == from_file and "maml" in from_file
 
 
+def test_a_bundle_imports_into_a_tracking_server_once(served, tmp_path, capsys):
+    """``import`` into a store behind a tracking server (the ui command's, over REST): the
+    runs are added once, a second import adds none, and they carry their provenance."""
+    from benchmarks.store.reader import RestReader
+
+    _, port, _, _, announced = served
+    assert announced, "the ui server did not start"
+    source = f"sqlite:///{tmp_path / 'source' / 'mlflow.db'}"
+    (tmp_path / "source").mkdir()
+    made = fake_run(source, "maml", 0, {"final/test_loss": 0.4}, benchmark="linreg-icl")
+    bundle = tmp_path / "lab.mesabundle"
+    assert main(["export", str(bundle), "--tracking-uri", source]) == 0
+    server = f"http://127.0.0.1:{port}"
+    for added in (1, 0):
+        capsys.readouterr()
+        assert main(["import", str(bundle), "--tracking-uri", server]) == 0
+        assert f"imported {added} run(s)" in capsys.readouterr().out
+    rest = RestReader(server)
+    (run,) = rest.runs(rest.experiment_id("linreg-icl"))
+    assert run.tags["mesabench.imported_from"] == "lab.mesabundle"
+    assert run.tags["mesabench.source_run"] == made
+
+
 def test_all_boards_as_one_csv_that_pandas_reads_and_json_agrees(store, capsys, tmp_path):
     """`leaderboard --all --format csv --output board.csv`: one table (a benchmark column;
     columns one benchmark lacks are empty), read back by pandas whole; its means equal the
