@@ -4,7 +4,10 @@ layer as a copy of the previous state (thesis sec. 3.5.1, Figs. 3.4B and 3.8A).
 
 Computed with ``torch.func`` (a Jacobian per sequence, vmapped over the batch): a
 ``[T, W]`` output of a ``[T, D]`` sequence has a ``[T, W, T, D]`` Jacobian, ~1M numbers at
-the thesis' T = 50, D = 10, so a few dozen sequences suffice and fit in memory.
+the thesis' T = 50, D = 10, so a few dozen sequences suffice. Known problem: on the 7-layer
+hybrid-linear (pre-LayerNorm, then softmax attention) the computation peaks at ~14 GB for
+32 sequences (~11 GB even one sequence and one output at a time, so the cause is not the
+batch): run its cells one at a time until that is found.
 """
 
 from __future__ import annotations
