@@ -201,14 +201,17 @@ class SequenceLearner(InContextMethod):
         return constructed_tokens(embedded)
 
     def hidden_states(
-        self, query_x: Tensor, first: Callable[[Tensor, Tensor], Tensor] | None = None
+        self, query_x: Tensor, first: Callable[[Tensor, Tensor], Tensor] | None = None,
+        depth: int | None = None,
     ) -> list[Tensor]:
         """The tokens ``[B, T, width]`` going into the first layer and out of every layer
-        (the residual stream a probe reads): ``layers + 1`` tensors. ``first``, if given,
-        stands in for the first layer's residual step ``(tokens, read) -> tokens``."""
+        (the residual stream a probe reads): ``layers + 1`` tensors, or ``depth + 1``
+        (the first ``depth`` layers only). ``first``, if given, stands in for the first
+        layer's residual step ``(tokens, read) -> tokens``."""
         tokens = self.input_tokens(query_x)
         states = [tokens]
-        for k, (layer, norm) in enumerate(zip(self.model.layers, self.model.norms, strict=True)):
+        stack = list(zip(self.model.layers, self.model.norms, strict=True))[:depth]
+        for k, (layer, norm) in enumerate(stack):
             step = first if k == 0 and first is not None else layer.residual
             tokens = step(tokens, norm(tokens))
             states.append(tokens)
@@ -243,8 +246,7 @@ class SequenceLearner(InContextMethod):
     def first_output(self, sequence: Tensor) -> Tensor:
         """The first layer's outputs (residual included, as the thesis measures them)
         ``[T, width]`` for one sequence ``[T, D]``."""
-        tokens = self.input_tokens(sequence[None])
-        return self.model.layers[0].residual(tokens, self.model.norms[0](tokens))[0]
+        return self.hidden_states(sequence[None], depth=1)[1][0]
 
     def copy_sensitivity(self, first: CausalSoftmaxAttention, batch) -> dict[str, float]:
         """The loss on the same sequences with the first layer's attention as learned, as an
@@ -267,7 +269,8 @@ class SequenceLearner(InContextMethod):
 
 #: Seed role of the copy analysis' sequences (apart from training, validation and test).
 _COPY_ROLE = 8
-#: Sequences (of the copy analysis') whose Jacobians the sensitivity reads: ~4 MB each.
+#: Sequences (of the copy analysis') whose Jacobians the sensitivity reads (~0.1 GB of
+#: forward-mode intermediates each on a 7-layer hybrid's first layer).
 _SENSITIVITY_SEQUENCES = 32
 
 
