@@ -119,12 +119,17 @@ class SharedTags(Mapping[str, str]):
         return repr(dict(self))
 
 
+#: A read of at most this many runs asks for their rows by id; a larger one scans an
+#: index and keeps its own runs' rows (:class:`MetricColumns`, ``SqliteReader``).
+FEW_RUNS = 500
+
+
 class MetricColumns:
     """The final metrics of a read's runs, one metric (for all of them) at a time: read
     when first asked for, through ``connect`` (a new read-only connection), and kept."""
 
     def __init__(self, connect: Callable[[], sqlite3.Connection], ids: Collection[str],
-                 few_runs: int = 500):  # fmt: skip
+                 few_runs: int = FEW_RUNS):  # fmt: skip
         self._connect, self._few_runs = connect, few_runs
         self._ids = ids if isinstance(ids, (set, frozenset)) else set(ids)
         self._columns: dict[str, dict[str, float]] = {}

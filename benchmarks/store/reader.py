@@ -26,6 +26,7 @@ from sys import intern
 from typing import Protocol
 
 from benchmarks.store.bulk import (
+    FEW_RUNS,
     OWN_TAGS,
     RUN_TAGS,
     ColumnMetrics,
@@ -243,7 +244,7 @@ class SqliteReader:
 
     #: A bulk read of at most this many runs asks for their tags by id; a larger one scans
     #: each tag's index (:meth:`_select_bulk`).
-    few_runs = 500
+    few_runs = FEW_RUNS
 
     def __init__(self, db: Path):
         self.db = db
