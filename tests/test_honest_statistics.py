@@ -27,11 +27,26 @@ T_TABLE = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 9: 2.262, 19: 2.09
 
 @pytest.mark.parametrize("df", sorted(T_TABLE))
 def test_student_t_matches_the_printed_table(df):
-    """The CI's quantile (scipy.special) against the printed table, not against scipy."""
+    """The CI's quantile against the printed table, not against scipy."""
     assert t_quantile(0.975, df) == pytest.approx(T_TABLE[df], abs=5e-4)
     assert t_quantile(0.025, df) == pytest.approx(-T_TABLE[df], abs=5e-4)
     assert t_cdf(T_TABLE[df], df) == pytest.approx(0.975, abs=1e-4)
     assert t_cdf(0.0, df) == 0.5
+
+
+@pytest.mark.parametrize("df", [1, 2, 3, 4, 7, 10, 49, 50, 999, 2.5])
+def test_student_t_closed_form_is_scipys_to_float_rounding(df):
+    """Whole degrees of freedom take the closed-form series (no scipy import on a board);
+    both it and the fractional path are held to scipy's stdtr / stdtrit over the range."""
+    from scipy.special import stdtr, stdtrit
+
+    for t in (-60.0, -3.3, -1.0, -0.05, 0.4, 1.96, 2.7, 9.0, 150.0):
+        # a tail is 0.5 - P(|T| <= t) / 2: absolute rounding near 1e-15 at large df
+        assert t_cdf(t, df) == pytest.approx(float(stdtr(df, t)), rel=1e-12, abs=1e-14)
+    for p in (1e-6, 0.025, 0.3, 0.5, 0.8, 0.95, 0.975, 0.995, 1 - 1e-6):
+        assert t_quantile(p, df) == pytest.approx(float(stdtrit(df, p)), rel=1e-9, abs=1e-12)
+    with pytest.raises(ValueError, match="p must be in"):
+        t_quantile(1.0, df)
 
 
 def test_seed_statistics_and_paired_test_match_scipy():
