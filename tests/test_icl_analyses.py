@@ -397,6 +397,62 @@ def test_gd_with_a_fixed_rate_fits_nothing():
                                                      batch.query_x, [2.5] * 3))  # fmt: skip
 
 
+def test_one_gd_steps_rate_in_closed_form_is_the_line_searchs():
+    """The blog's check: the closed-form rate and a line search blind to it find the same
+    minimum of one GD step's loss on the same tasks; the loss there is below the loss 1%
+    to either side (so a closed form off by a factor would be caught)."""
+    plan = _plan("gd", input_range="1", dim="5", shots="10", line_search="true")
+    source = plan.task.build()
+    got = icl_analyses.rate_by_line_search(source, torch.device("cpu"), tasks=2000)
+    closed, searched = got["final/gd/eta_closed_form"], got["final/gd/eta_line_search"]
+    assert searched == pytest.approx(closed, rel=1e-6)
+    fit = source.sample(2000, seeded_generator(icl_analyses.FIT, 0))
+    sx, sy, qx, qy = (t.double() for t in (fit.support_x, fit.support_y, fit.query_x,
+                                           fit.query_y))  # fmt: skip
+
+    def loss(eta: float) -> float:
+        return (gd_token_predict(sx, sy, qx, [eta]) - qy).pow(2).mean().item()
+
+    assert loss(closed) < min(loss(closed * 0.99), loss(closed * 1.01))
+    assert got["final/gd/line_search_evaluations"] >= 3
+    assert got["final/gd/line_search_s"] > 0 and got["final/gd/closed_form_s"] > 0
+    method = build_method(plan)
+    method.meta_train_step(source.sample(64, seeded_generator(3)))
+    assert "final/gd/eta_line_search" in method.analyse(source, MemoryRecorder(), 0)
+    for refused in ({"steps": "2"}, {"eta": "1.5"}):
+        with pytest.raises(ConfigError, match="line_search compares one fitted step"):
+            _plan("gd", line_search="true", **refused)
+    with pytest.raises(ConfigError, match="not GD\\+\\+'s"):
+        build_method(_plan("gdpp", line_search="true"))
+
+
+def test_gdssm_construction_control_is_one_gd_step_at_its_learned_rate():
+    """construction=gd fixes the GD-SSM layer to its construction: at rate eta it predicts
+    one GD step exactly; training moves the rate (and an embedding or head), never the
+    layer; more layers are refused (no multi-step construction is built)."""
+    plan = _plan("gdssm", construction="gd")
+    method = build_method(plan)
+    source = plan.task.build()
+    batch = source.sample(40, seeded_generator(7))
+    with torch.no_grad():
+        method.model.rate.fill_(1.7)
+    torch.testing.assert_close(method.predict(batch.support_x, batch.support_y, batch.query_x),
+                               gd_token_predict(batch.support_x, batch.support_y,
+                                                batch.query_x, [1.7]), atol=1e-5, rtol=1e-5)
+    layer = {k: v.clone() for k, v in method.model.layers[0].state_dict().items()}
+    method.meta_train_step(source.sample(64, seeded_generator(8)))
+    assert method.model.rate.item() != 1.7
+    for name, value in method.model.layers[0].state_dict().items():
+        assert torch.equal(value, layer[name]), name
+    head = build_method(_plan("gdssm", "sinusoid-icl", construction="gd", embed=8,
+                              head="gated", head_width=8))  # fmt: skip
+    trained = {n for n, p in head.model.named_parameters() if p.requires_grad}
+    assert "rate" in trained and any(n.startswith("head.") for n in trained)
+    assert not any(n.startswith("layers.") for n in trained)
+    with pytest.raises(ConfigError, match="construction gd fixes one GD-SSM layer"):
+        _plan("gdssm", construction="gd", layers=2)
+
+
 @pytest.mark.parametrize("method_name", ["gd", "gdssm", "lsa"])
 def test_vector_targets_are_each_output_regressed_alike(method_name):
     """GD on m outputs is m independent GD steps; the GD-SSM and LSA constructions with an

@@ -11,6 +11,7 @@ from benchmarks.published.in_context import (
     INTERLEAVED_HALF,
     LOSS,
     PAPER_A12,
+    SINE,
     STEPS_INTERLEAVED,
     SUSHMA,
     gd_half,
@@ -221,4 +222,63 @@ def _gdssm_shapes() -> Table:
     )
 
 
-TABLES = (_gdssm(), _gdssm_peers(), _gdssm_shapes())  # fmt: skip
+def _gdssm_nonlinear() -> Table:
+    # App. A.7: an input embedding, the linear GD-SSM layer, then a weighted sigmoid gated
+    # unit on its output, on the sine tasks of icml23-sine (Finn et al. 2017 as ICML'23
+    # builds them); widths 40 as that table's MLP (ours: the paper states none).
+    network = {**SINE, "embed": "40", "head": "gated", "head_width": "40", "lr": "1e-3"}
+    budget = run_budget(600, 5000, 10000, _GDSSM_PAPER)
+    # Seconds: 300 steps took 16-20 s of training beside three other jobs on the 2 cores
+    # (an upper bound), extrapolated by steps, plus ~5 s of analyses.
+    cost = run_cost(45.0, 330.0, 660.0)
+    control = ("embedding + GD-SSM layer fixed to one GD step (its construction, the rate "
+               "learned) + gated unit")
+    a7 = ("Sushma et al. App. A.7: 'the trained model loss is compared with a model with "
+          "GD-SSM layer/layers based on gradient descent construction and trained "
+          "non-linearity layer/layers ... we observe the GD-SSM performance better than the "
+          "GD-SSM initialised with the parameters from our construction'")
+    trained = "embedding + trained GD-SSM layer + gated unit: at most the control (paired)"
+    claims = (
+        Claim(control, "sinusoid-icl", "gdssm", LOSS, {**network, "construction": "gd"},
+              budget, cost_s=cost),
+        Claim(trained,
+              "sinusoid-icl", "gdssm", LOSS, network, budget, versus=control,
+              check="at_most", cite=a7, cost_s=cost),
+        Claim("embedding + trained GD-SSM layer + gated unit = the control (paired)",
+              "sinusoid-icl", "gdssm", LOSS, network, budget, versus=control,
+              tolerance=0.15, relative=True, provenance="figure",
+              cite="Sushma et al. sec. 4.3 ('the trained model is able to reach the same level "
+              "of performance as performing GD directly on the dataset'), Fig. 4B; the 15% "
+              "band ours, as icml23-sine's", cost_s=cost),
+    )  # fmt: skip
+    return Table(
+        "gdssm-nonlinear",
+        "GD-SSM with an input embedding and a gated unit on sine regression: at least as "
+        "good as, and about as good as, its GD construction with the same trained embedding "
+        "and unit",
+        f"{SUSHMA}, sec. 4.3, Fig. 4B, App. A.7",
+        claims,
+        note="Sine regression as icml23-sine (amplitudes 0.1-0.5, 10 queries). The model: "
+        "a learned MLP feature map phi(x) of width 40 (the paper's input embedding), one "
+        "GD-SSM layer on the natural sequence phi(x_1), y_1, ..., phi(x_q), and a weighted "
+        "sigmoid gated unit of width 40 on the query's token added to its prediction (App. "
+        "A.7; widths ours). The control is the same network with the GD-SSM layer fixed to "
+        "its one-step construction (sec. 3.1) and its rate learned, the embedding and unit "
+        "trained (construction=gd): App. A.7's comparison model. The paper's relation to "
+        "'performing GD directly on the dataset' is held against this control, the GD step "
+        "the construction takes on the learned features. cpu: 5,000 steps (Adam 1e-3); "
+        "paper: the appendix's optimiser settings for 10,000 steps (ours: App. A.5 trains up "
+        "to 300,000 epochs).",
+        figure=TableFigure(
+            "Sushma et al. Fig. 4B: GD-SSM with a nonlinearity on sine regression against its "
+            "GD construction",
+            (Panel("Validation loss over training", "iteration", "loss (MSE)", (
+                History("embedding + trained GD-SSM + gated unit", trained, "val/loss"),
+                History("embedding + GD construction + gated unit (the control)", control,
+                        "val/loss"),
+            ), log_y=True),),
+        ),  # fmt: skip
+    )
+
+
+TABLES = (_gdssm(), _gdssm_peers(), _gdssm_shapes(), _gdssm_nonlinear())  # fmt: skip

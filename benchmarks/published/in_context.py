@@ -540,7 +540,7 @@ def _deep() -> Table:
     )
 
 
-_SINE = {"amplitude": "0.1,0.5", "queries": "10"}  # ICML'23 App. A.7's family
+SINE = {"amplitude": "0.1,0.5", "queries": "10"}  # ICML'23 App. A.7's family
 #: Interleaved tokens at U(-0.5, 0.5), one query, validated every 100 steps (the figure's
 #: training curves: the plateau, then the drop); gdssm-peers reads the same runs.
 INTERLEAVED_HALF = {"input_range": "0.5", "queries": "1", "val_every": "100"}
@@ -552,7 +552,7 @@ def _sine() -> Table:
     trained = "token embedding + MLP + 1 trained LSA layer = the control (paired)"
     budget = run_budget(1000, 5000, 5000)
     # App. A.7: D = 40, 160 hidden units (in place of the benchmark's phi(x) embedding).
-    network = {**_SINE, "layers": "1", "embed": "0", "token_embed": "40"}
+    network = {**SINE, "layers": "1", "embed": "0", "token_embed": "40"}
     return Table(
         "icml23-sine",
         "Nonlinear (sine) regression: an MLP on the tokens then one trained LSA layer = the "

@@ -186,6 +186,40 @@ def fitted_gd_rate(source: TaskSource, device, tasks: int = FIT_TASKS, seed: int
     return (num / den).item() * fit.support_x.shape[1]
 
 
+def rate_by_line_search(source: TaskSource, device, tasks: int = FIT_TASKS,
+                        seed: int = 0) -> dict[str, float]:  # fmt: skip
+    """One GD step's rate on the same ``tasks`` two ways (the ICLR'24 blog post, sec.
+    'Analytical derivation of the best GD learning rate'): its closed form (the empirical
+    optimum, :func:`fitted_gd_rate`'s) and a line search over the GD-transformer's loss (scipy's
+    bounded Brent search on [0, 100], blind to the closed form), in float64, each timed.
+
+    The loss is quadratic in the rate, so the two agree to the search's tolerance when the
+    closed form is right: this checks the derivation, as the blog's comparison does."""
+    from scipy.optimize import minimize_scalar  # only here: no scipy import elsewhere
+
+    fit = source.sample(tasks, seeded_generator(FIT, seed, device=device))
+    sx, sy, qx, qy = (t.double() for t in (fit.support_x, fit.support_y, fit.query_x,
+                                           fit.query_y))  # fmt: skip
+    began = time.perf_counter()
+    num, den = optimal_one_step_rate(sx, sy, qx, qy)
+    closed = (num / den).item() * sx.shape[1]
+    closed_s = time.perf_counter() - began
+
+    def loss(eta: float) -> float:
+        return 0.5 * (gd_token_predict(sx, sy, qx, [eta]) - qy).pow(2).mean().item()
+
+    began = time.perf_counter()
+    found = minimize_scalar(loss, bounds=(0.0, 100.0), method="bounded",
+                            options={"xatol": 1e-9})  # fmt: skip
+    return {
+        "final/gd/eta_closed_form": closed,
+        "final/gd/eta_line_search": float(found.x),
+        "final/gd/closed_form_s": closed_s,
+        "final/gd/line_search_s": time.perf_counter() - began,
+        "final/gd/line_search_evaluations": float(found.nfev),
+    }
+
+
 def method_gd_rate(method, source: TaskSource, seed: int) -> float:
     """The GD rate the analyses of ``method`` compare it with: fitted on the run's
     ``analysis_tasks`` where set, else on FIT_TASKS."""

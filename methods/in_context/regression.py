@@ -21,7 +21,7 @@ from mesabench_datasets.tokens import (
     query_tokens,
     read_prediction,
 )
-from methods.analyses.sizes import AnalysisSettings
+from methods.analyses.sizes import AnalysisSettings, analysis_tasks
 from methods.api import SHARED_SETTINGS, ArtifactLog, EpisodicMethod
 from methods.common.losses import per_task_loss
 from methods.layers.attention import LSABlock, gd_construction
@@ -436,6 +436,15 @@ class GDConfig(AnalysisSettings):
         0.0, min=0.0, help="a fixed rate for every step, nothing fitted (0: rates fitted on "
         "training tasks); for a learning-rate sweep", added="0.2",
     )
+    line_search: bool = param(
+        False, added="0.4",
+        help="also find one step's rate by a line search on the analysis tasks beside its "
+        "closed form there, each timed (final/gd/*: the ICLR'24 blog's comparison)",
+    )
+
+    def check(self) -> None:
+        if self.line_search and (self.steps != 1 or self.eta):
+            raise ConfigError("line_search compares one fitted step's rates (steps=1, eta=0)")
 
 
 class GDReference(InContextMethod):
@@ -492,11 +501,28 @@ class GDReference(InContextMethod):
         super().load_state_dict(state)
         self._rates_set = not bool(torch.isnan(self.model.etas).any())
 
+    def analyse(self, source: TaskSource, log: ArtifactLog, seed: int) -> dict[str, float]:
+        """The in-context analyses; with ``line_search``, one step's rate in closed form
+        beside a line search on the same tasks (the ICLR'24 blog's comparison)."""
+        from methods.analyses import in_context as icl_analyses
+
+        final = super().analyse(source, log, seed)
+        if self.config.line_search and icl_analyses.is_linear_regression(source):
+            final.update(icl_analyses.rate_by_line_search(
+                source, self.device, tasks=analysis_tasks(self, icl_analyses.FIT_TASKS),
+                seed=seed))  # fmt: skip
+        return final
+
 
 class GDPlusPlusReference(GDReference):
     """GD++: per-step rate eta_k and input transform gamma_k, fitted with Adam."""
 
     preconditioned = True
+
+    @classmethod
+    def check_config(cls, config: GDConfig, problem: Problem) -> None:
+        if config.line_search:
+            raise ConfigError("line_search compares plain GD's rates (method gd), not GD++'s")
 
 
 @dataclass(frozen=True)

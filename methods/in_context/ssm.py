@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from mesabench_core import param
+from mesabench_core import ConfigError, param
 from mesabench_datasets.tokens import (
     interleaved_tokens,
     natural_context,
@@ -202,6 +202,17 @@ class GDSSMConfig(AnalysisSettings):
         added="0.2",
     )
     grad_clip: float = param(1.0, min=0.0, help="global-norm clip of the gradients (0: off)")
+    construction: Literal["none", "gd"] = param(
+        "none", added="0.4",
+        help="gd: the one GD-SSM layer fixed to its GD construction (Sushma et al. sec. 3.1) "
+        "with a learned rate, the embedding and head trained: App. A.7's control, the model "
+        "'based on gradient descent construction and trained non-linearity layer'",
+    )
+
+    def check(self) -> None:
+        if self.construction == "gd" and self.layers != 1:
+            raise ConfigError("construction gd fixes one GD-SSM layer (layers=1): the "
+                              "multi-step construction (App. A.2) is not built")  # fmt: skip
 
 
 class GatedHead(nn.Module):
@@ -238,6 +249,15 @@ class GDSSM(InContextMethod):
             )
         elif c.head == "gated":
             model.head = GatedHead(width, c.head_width, m)
+        if c.construction == "gd":
+            layer = model.layers[0]
+            built = gdssm_construction(c.embed or dim, 1.0, self.problem.context_size, m)
+            for name, weights in built.items():
+                getattr(layer, name).data.copy_(weights)
+            layer.requires_grad_(False)
+            # The GD step's rate: the layer's update scaled by it (the construction holds
+            # rate 1, divided by N).
+            model.rate = nn.Parameter(torch.ones(()))
         return model
 
     def recurrent_parameters(self) -> list[Tensor]:
@@ -261,7 +281,10 @@ class GDSSM(InContextMethod):
         x, queries = self.model.embed(support_x), self.model.embed(query_x)
         context, queries = natural_context(x, support_y), query_tokens(queries, self.outputs)
         for layer in self.model.layers:
+            before = queries
             context, queries = layer(context, queries)
+            if self.config.construction == "gd":  # one fixed layer: its step at the rate
+                queries = before + self.model.rate * (queries - before)
         pred = read_prediction(queries, self.outputs)
         return pred if self.model.head is None else pred + self.model.head(queries)
 
