@@ -390,12 +390,12 @@ def test_in_context_benchmark_variants_learn(method, spec, iterations):
 def test_weight_analyses_of_the_constructed_layer_equal_gd():
     """Prop. 1 weights: the layer repeated K times with dampening is K GD steps at the
     dampened rate, and the path to the (rescaled) constructed products is flat."""
-    from methods.analyses.in_context import DAMPENINGS, REPEATS, fitted_gd_rate, lsa_weight_analyses
+    from methods.analyses.in_context import REPEATS, fitted_gd_rate, lsa_weight_analyses
 
     source = LinRegConfig(input_range=0.5).build()
-    lsa = build_method(
-        plan_run("lsa", "linreg-icl", overrides={"input_range": "0.5"}, device="cpu")
-    )
+    lsa = build_method(plan_run("lsa", "linreg-icl", overrides={
+        "input_range": "0.5", "repeat_dampenings": "1,0.75,0.7,0.5"}, device="cpu"))
+    dampenings = (1.0, 0.75, 0.7, 0.5)  # the defaults and the blog's 0.7
     eta = fitted_gd_rate(source, lsa.device)
     # Key x 3 and projection / 3: the same function with differently scaled products.
     scales = {"key": 3.0, "projection": 1 / 3}
@@ -404,7 +404,7 @@ def test_weight_analyses_of_the_constructed_layer_equal_gd():
             getattr(lsa.layer(0).attention, name).copy_(scales.get(name, 1.0) * value)
     recorder = MemoryRecorder()
     final = lsa_weight_analyses(lsa, source, recorder, tasks=500)
-    for damp in DAMPENINGS:
+    for damp in dampenings:
         model = dict(recorder.metrics[f"analysis/repeat_d{damp}_model"])
         gd = dict(recorder.metrics[f"analysis/repeat_d{damp}_gd"])
         assert sorted(model) == list(REPEATS)
@@ -414,7 +414,7 @@ def test_weight_analyses_of_the_constructed_layer_equal_gd():
     # How soon each diverges (worse than predicting zero), read off the logged curves: the
     # construction as soon as GD; undampened both within 50 repetitions, at 0.5 neither.
     zero = 0.5 * 10 * (0.5**2 / 3)  # 0.5 E||y||^2 = 0.5 d E[x^2] E[w^2], U(-0.5, 0.5), N(0, 1)
-    for damp in DAMPENINGS:
+    for damp in dampenings:
         assert final[f"final/repeat/d{damp}_diverge_k_model"] == final[
             f"final/repeat/d{damp}_diverge_k_gd"]  # fmt: skip
     undamped = dict(recorder.metrics["analysis/repeat_d1.0_gd"])
@@ -428,6 +428,11 @@ def test_weight_analyses_of_the_constructed_layer_equal_gd():
     assert final["final/weights/key_query_cosine"] == pytest.approx(1.0, abs=1e-6)
     assert final["final/weights/proj_value_cosine"] == pytest.approx(1.0, abs=1e-6)
     assert "lsa_weights.png" in recorder.artifacts
+    from mesabench_core import ConfigError
+
+    with pytest.raises(ConfigError, match="repeat_dampenings must be distinct"):
+        plan_run("lsa", "linreg-icl", overrides={"repeat_dampenings": "0.5,0.50"},
+                 device="cpu")  # fmt: skip
 
 
 def test_construction_resemblance_reads_only_the_entries_the_prediction_uses():

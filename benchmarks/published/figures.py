@@ -113,6 +113,13 @@ class TableFigure:
         return named
 
 
+def validation_curves(source: str, *series: tuple[str, str]) -> TableFigure:
+    """A figure of one panel: the validation loss over training of each (name, line)."""
+    return TableFigure(source, (Panel(
+        "Validation loss over training", "iteration", "loss (MSE)",
+        tuple(History(name, line, "val/loss") for name, line in series), log_y=True),))  # fmt: skip
+
+
 #: The runs of a line: seed -> (run id, final metrics).
 LineRuns = Mapping[int, tuple[str, Mapping[str, float]]]
 

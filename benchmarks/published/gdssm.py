@@ -5,7 +5,15 @@ from __future__ import annotations
 
 from benchmarks.published.claims import Claim, Table
 from benchmarks.published.derived import PER_STEP
-from benchmarks.published.figures import Fixed, History, Level, Panel, Points, TableFigure
+from benchmarks.published.figures import (
+    Fixed,
+    History,
+    Level,
+    Panel,
+    Points,
+    TableFigure,
+    validation_curves,
+)
 from benchmarks.published.in_context import (
     HALF,
     INTERLEAVED_HALF,
@@ -241,21 +249,15 @@ def _gdssm_nonlinear() -> Table:
     claims = (
         Claim(control, "sinusoid-icl", "gdssm", LOSS, {**network, "construction": "gd"},
               budget, cost_s=cost),
-        Claim(trained,
-              "sinusoid-icl", "gdssm", LOSS, network, budget, versus=control,
-              check="at_most", cite=a7, cost_s=cost),
-        Claim("embedding + trained GD-SSM layer + gated unit = the control (paired)",
-              "sinusoid-icl", "gdssm", LOSS, network, budget, versus=control,
-              tolerance=0.15, relative=True, provenance="figure",
-              cite="Sushma et al. sec. 4.3 ('the trained model is able to reach the same level "
-              "of performance as performing GD directly on the dataset'), Fig. 4B; the 15% "
-              "band ours, as icml23-sine's", cost_s=cost),
+        Claim(trained, "sinusoid-icl", "gdssm", LOSS, network, budget, versus=control,
+              check="at_most", cite=f"{a7}; sec. 4.3 ('the trained model is able to reach the "
+              "same level of performance as performing GD directly on the dataset'), Fig. 4B",
+              cost_s=cost),
     )  # fmt: skip
     return Table(
         "gdssm-nonlinear",
         "GD-SSM with an input embedding and a gated unit on sine regression: at least as "
-        "good as, and about as good as, its GD construction with the same trained embedding "
-        "and unit",
+        "good as its GD construction with a trained embedding and unit",
         f"{SUSHMA}, sec. 4.3, Fig. 4B, App. A.7",
         claims,
         note="Sine regression as icml23-sine (amplitudes 0.1-0.5, 10 queries). The model: "
@@ -264,20 +266,18 @@ def _gdssm_nonlinear() -> Table:
         "sigmoid gated unit of width 40 on the query's token added to its prediction (App. "
         "A.7; widths ours). The control is the same network with the GD-SSM layer fixed to "
         "its one-step construction (sec. 3.1) and its rate learned, the embedding and unit "
-        "trained (construction=gd): App. A.7's comparison model. The paper's relation to "
-        "'performing GD directly on the dataset' is held against this control, the GD step "
-        "the construction takes on the learned features. cpu: 5,000 steps (Adam 1e-3); "
+        "trained (construction=gd): App. A.7's comparison model. Sec. 4.3's 'reach the same "
+        "level of performance as performing GD directly on the dataset' is read as reaching "
+        "at least this control's level (the GD step the construction takes on learned "
+        "features), as App. A.7 states it: better than the construction, no band. cpu: "
+        "5,000 steps (Adam 1e-3); "
         "paper: the appendix's optimiser settings for 10,000 steps (ours: App. A.5 trains up "
         "to 300,000 epochs).",
-        figure=TableFigure(
+        figure=validation_curves(
             "Sushma et al. Fig. 4B: GD-SSM with a nonlinearity on sine regression against its "
             "GD construction",
-            (Panel("Validation loss over training", "iteration", "loss (MSE)", (
-                History("embedding + trained GD-SSM + gated unit", trained, "val/loss"),
-                History("embedding + GD construction + gated unit (the control)", control,
-                        "val/loss"),
-            ), log_y=True),),
-        ),  # fmt: skip
+            ("embedding + trained GD-SSM + gated unit", trained),
+            ("embedding + GD construction + gated unit (the control)", control)),
     )
 
 

@@ -4,7 +4,7 @@ tables: depth against context size, the GD step size, an LSTM beside the transfo
 from __future__ import annotations
 
 from benchmarks.published.claims import Claim, Table
-from benchmarks.published.figures import Panel, Points, TableFigure
+from benchmarks.published.figures import History, Panel, Points, TableFigure
 from benchmarks.published.in_context import (
     BLOG,
     LOSS,
@@ -394,4 +394,80 @@ def _blog_lstm() -> Table:
         ),  # fmt: skip
     )
 
-TABLES = (_blog_depth(), _blog_gd_rate(), _blog_lstm())  # fmt: skip
+
+_FIG_13 = "blog post, sec. 'If one layer is a GD step, what about multiple layers?', Fig. 13"
+
+
+def _blog_repeat() -> Table:
+    # One trained linear layer at C = 10 (blog-depth-context's training), repeated with
+    # dampening at the analysis (methods.analyses.in_context.lsa_weight_analyses), beside as
+    # many GD steps at the dampened fitted rate, on the same tasks: every line reads its runs.
+    settings = {**_BLOG_TASK, "shots": "10", "repeat_dampenings": "1,0.75,0.7,0.5"}
+    cost = run_cost(4.0, 18.0)
+
+    def line(label: str, metric: str, **target) -> Claim:
+        return Claim(label, "linreg-icl", "lsa", metric, settings, _DEPTH_BUDGET, cost_s=cost,
+                     **target)  # fmt: skip
+
+    diverges = dict(target=50.0, check="at_most", cite=f"{_FIG_13}, key takeaways: 'The test "
+                    "loss for both the linear transformer and the transformer implementing a "
+                    "gradient descent step diverges as we increase the number of layers'; "
+                    "'diverges' read as worse than predicting zero within 50 repetitions "
+                    "(ours)")  # fmt: skip
+    gd = "50 dampened GD steps (damp 0.7)"
+    return Table(
+        "blog-repeat",
+        "A trained 1-layer linear transformer applied recursively: it diverges undampened, as "
+        "GD does, and at the blog's dampening of 0.7 matches as many dampened GD steps",
+        f"{BLOG} ({_FIG_13}; D = 5, C = 10, U(-1, 1))",
+        (
+            line("trained layer repeated undampened: worse than predicting zero within 50",
+                 "final/repeat/d1.0_diverge_k_model", **diverges),
+            line("GD repeated undampened (fitted rate): worse than predicting zero within 50",
+                 "final/repeat/d1.0_diverge_k_gd", **diverges),
+            line("trained layer repeated at damp 0.75: worse than predicting zero within 50",
+                 "final/repeat/d0.75_diverge_k_model", target=50.0, check="at_most",
+                 cite=f"{_FIG_13}: 'the authors suggest that a dampening factor of "
+                 "lambda=0.75 is generally sufficient ... in our investigations we do not find "
+                 "this to be the case'; not sufficient read as diverging (ours)"),
+            line(gd, "final/repeat/d0.7_k50_gd"),
+            line("trained layer repeated 50 times (damp 0.7) = dampened GD",
+                 "final/repeat/d0.7_k50_model", versus=gd, tolerance=0.1, relative=True,
+                 cite=f"{_FIG_13}: 'we need at least lambda=0.70 to obtain the same behavior'; "
+                 "key takeaways: 'The test loss of the linear transformer with multiple layers "
+                 "converges to the test loss of the transformer implementing a gradient "
+                 "descent step for a specific value of the dampening factor'; 50 repetitions "
+                 "and the 10% band ours"),
+        ),
+        note="One trained linear layer as blog-depth-context's at C = 10 (5,000 steps of 256 "
+        "tasks at cpu and paper), then applied K = 1 ... 50 times to the same tokens with "
+        "each update scaled by lambda (the blog's E <- E + lambda W^P V (K^T Q)), beside K "
+        "GD steps at lambda times the rate fitted in closed form, on 2,000 held-out tasks. "
+        "A curve diverges at the first K where its loss passes predicting zero (or is not "
+        "finite). The blog's text names 0.75 (the ICML paper's) as not sufficient and 0.70 "
+        "as needed; it shows the rest on a slider (Fig. 13), so 0.70 is the one dampening "
+        "held to GD here, at K = 50. Its wording 'at least lambda=0.70' reads as at most "
+        "0.70 of the update (more dampening), the direction in which the repeated layer "
+        "stops diverging; only 0.70 itself is held. The runs repeat at 1, 0.75, 0.7 and "
+        "0.5 (final/repeat/d*), so 0.5 is logged too, held to nothing. Run at cpu "
+        "(2026-11-29): undampened both diverge (the layer within 5-10 repetitions, GD at "
+        "15), as the blog says; at 0.7 the layer diverges on two seeds of three (at "
+        "repetitions 30 and 50) and ends 12x above dampened GD on the third (0.0159 against "
+        "0.00125): not reproduced. Root cause, a run showing the relation does not hold for "
+        "these trained layers: one trained step is close to GD's but not equal to it (on the "
+        "same 10,000 tasks 0.2725-0.2730 against one GD step's 0.2723), and repeated 50 "
+        "times the difference compounds, as icml23-ablations finds at 0.75 in the ICML "
+        "setting. At 0.5 every seed stays finite, 4-6x above "
+        "dampened GD (0.011-0.017 against 0.0029).",
+        figure=TableFigure(
+            f"{_FIG_13}: the trained layer repeated with dampening, against dampened GD",
+            (Panel("Repeated K times", "repetitions K", "test loss", (
+                History("repeated layer, damp 0.7", gd, "analysis/repeat_d0.7_model"),
+                History("dampened GD, 0.7", gd, "analysis/repeat_d0.7_gd"),
+                History("repeated layer, damp 0.5", gd, "analysis/repeat_d0.5_model"),
+                History("dampened GD, 0.5", gd, "analysis/repeat_d0.5_gd"),
+            ), log_y=True),),
+        ),  # fmt: skip
+    )
+
+TABLES = (_blog_depth(), _blog_gd_rate(), _blog_repeat(), _blog_lstm())  # fmt: skip

@@ -358,7 +358,6 @@ def context_and_ood_curves(
 #: Repetitions of a trained layer, and the dampening of its update (the thesis repeats a
 #: trained layer 50 times with lambda = 0.75; GD is dampened alike).
 REPEATS = (*range(1, 9), 10, 15, 20, 30, 40, 50)
-DAMPENINGS = (1.0, 0.75, 0.5)
 INTERPOLATION = tuple(i / 10 for i in range(11))
 
 
@@ -454,7 +453,7 @@ def lsa_weight_analyses(method, source: TaskSource, recorder, tasks: int = 2000,
     curves: dict[str, list[tuple[float, float]]] = {}
     zero = loss(torch.zeros_like(qy))  # predicting nothing: what diverging is measured by
     with torch.no_grad():
-        for damp in DAMPENINGS:
+        for damp in method.config.repeat_dampenings:
             model_curve, gd_curve = [], []
             by_depth = method.predictions_by_depth([block] * REPEATS[-1], sx, sy, qx, damp)
             for k in REPEATS:

@@ -196,6 +196,11 @@ class LSAConfig(AnalysisSettings):
     copy_scale: float = param(
         50.0, min=0.0, added="0.2", help="softmax scale of the constructed copy layer"
     )
+    repeat_dampenings: tuple[float, ...] = param(
+        (1.0, 0.75, 0.5), min=0.0, added="0.4",
+        help="dampening factors at which the trained layer is repeated (one trained layer "
+        "on constructed tokens): final/repeat/d{damp}_* beside as many dampened GD steps",
+    )
     align_rates: tuple[float, ...] = param(
         (), min=0.0, added="0.3",
         help="fixed GD rates the final alignment also compares the trained model with, "
@@ -213,6 +218,10 @@ class LSAConfig(AnalysisSettings):
         ):  # fmt: skip
             raise ConfigError("construction gd is one plain layer of one head (layers=1, "
                               "heads=1, no mlp, layernorm or softmax)")  # fmt: skip
+        if len({f"{d}" for d in self.repeat_dampenings}) != len(self.repeat_dampenings) \
+                or not self.repeat_dampenings:  # fmt: skip
+            raise ConfigError(f"repeat_dampenings must be distinct and at least one (as their "
+                              f"metrics name them): got {self.repeat_dampenings}")  # fmt: skip
         if len({f"{r:g}" for r in self.align_rates}) != len(self.align_rates):
             raise ConfigError(f"align_rates must be distinct (as their metrics name them, "
                               f"{{r:g}}): got {self.align_rates}")  # fmt: skip
