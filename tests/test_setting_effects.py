@@ -259,7 +259,7 @@ def _families() -> dict[str, Family]:
             "analysis_tasks": _ANALYSIS, "layers": Line("2"), "embed": Line("8"),
             "head": Line("mlp"), "head_width": Line("8", extra=_pairs(head="mlp")),
             "init_std": Line("0.1"), "lr": Line("0.01"), "recurrent_lr": Line("0.01"),
-            "lr_schedule": Line("cosine"), "grad_clip": _CLIP}),
+            "lr_schedule": Line("cosine"), "grad_clip": _CLIP, "construction": Line("gd")}),
         Family(RecurrentConfig, "lstm", "linreg-icl", ICL, {
             "analysis_tasks": _ANALYSIS, "hidden": Line("16"), "layers": Line("2"),
             "lr": Line("0.01"), "grad_clip": _CLIP, "input_tokens": Line("pairs")}),
@@ -275,11 +275,12 @@ def _families() -> dict[str, Family]:
             "token_embed": Line("8"), "dampening": Line("0.5"), "init_std": Line("0.1"),
             "lr": Line("0.01"), "grad_clip": _CLIP, "construction": Line("gd"),
             "copy_scale": Line("5", method="copy_gd", benchmark="linreg-icl-interleaved"),
-            "align_rates": Line("0.1")}),
+            "align_rates": Line("0.1"), "repeat_dampenings": Line("0.6")}),
         Family(GDConfig, "gd", "linreg-icl", ICL, {
             "analysis_tasks": _ANALYSIS, "steps": Line("2"),
             "lr": Line("0.1", extra=_pairs(steps="2")),
-            "tied": Line("true", extra=_pairs(steps="2")), "eta": Line("0.1")}),
+            "tied": Line("true", extra=_pairs(steps="2")), "eta": Line("0.1"),
+            "line_search": Line("true")}),
         Family(RidgeConfig, "ridge", "linreg-icl", ICL, {
             "analysis_tasks": _ANALYSIS, "lam": Line("0.5")}),
         Family(SequenceConfig, "mesa", "lindyn", ICL, {
