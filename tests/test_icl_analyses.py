@@ -401,7 +401,8 @@ def test_one_gd_steps_rate_in_closed_form_is_the_line_searchs():
     """The blog's check: the closed-form rate and a line search blind to it find the same
     minimum of one GD step's loss on the same tasks; the loss there is below the loss 1%
     to either side (so a closed form off by a factor would be caught)."""
-    plan = _plan("gd", input_range="1", dim="5", shots="10", line_search="true")
+    plan = _plan("gd", input_range="1", dim="5", shots="10", line_search="true",
+                 analysis_tasks="64")  # the method's own analysis: a small one
     source = plan.task.build()
     got = icl_analyses.rate_by_line_search(source, torch.device("cpu"), tasks=2000)
     closed, searched = got["final/gd/eta_closed_form"], got["final/gd/eta_line_search"]
