@@ -261,7 +261,6 @@ def _osaka_sparsity_lines(p: str, rule: Claim) -> list[Claim]:
     """Sec. 4.4.2's layer-dependent sparsity, on the runs of the thesis-rule line ``rule``
     (the same configuration: no run of its own): its first convolution's gradient sparsity
     above its last one's."""
-    assert rule.method == "sparse_cmaml" and "thesis eq. 4.4" in rule.label
     name = f"sparse_cmaml (thesis eq. 4.4), p = {p}"
     basis = dataclasses.replace(rule, label=f"{name}: conv4 weight sparsity",
                                 metric="final/sparsity/conv4.weight", versus=None, cite="")
@@ -307,7 +306,9 @@ def _thesis_46() -> Table:
                         settings={"first_order": "false", "modulation_first_order": "false",
                                   "modulation_lr": "0.01"}),
         ]  # fmt: skip
-        claims += _osaka_sparsity_lines(p, claims[-3])
+        rule = next(c for c in claims if c.label.startswith(f"sparse_cmaml (thesis eq. 4.4) "
+                                                            f">= cmaml, p = {p} "))
+        claims += _osaka_sparsity_lines(p, rule)
     return Table(
         "thesis-4.6",
         "OSAKA online fast adaptation: C-MAML above its baselines, sparse-C-MAML above C-MAML",

@@ -173,7 +173,8 @@ class LeaderboardRow:
     _metrics: list | None = field(default=None, repr=False, compare=False)
     _columns: MetricColumns | None = field(default=None, repr=False, compare=False)
     _seed_list: list[int] = field(default_factory=list, repr=False, compare=False)
-    _ids: list[str] | None = field(default=None, repr=False, compare=False)
+    _ids: list[str] = field(default_factory=list, repr=False, compare=False)
+    _one_per_seed: bool = field(default=False, repr=False, compare=False)
 
     @property
     def seeds(self) -> list[int]:
@@ -210,14 +211,16 @@ class LeaderboardRow:
             self._metrics = [run.metrics for run in self.runs]
             self._columns = shared_columns(self._metrics)
             self._seed_list = [run.seed for run in self.runs]
+            self._ids = [run.run_id for run in self.runs]
+            self._one_per_seed = len(set(self._seed_list)) == len(self._seed_list)
         seeds = self._seed_list
         if self._columns is not None:
             # Bulk-read runs: one column lookup per run, in C (a board reads ~6 metrics
             # of each of its 100,000 runs, in render as in ranking).
-            values = list(map(self._columns.column(metric).get, self._column_ids()))
+            values = list(map(self._columns.column(metric).get, self._ids))
         else:
             values = values_of(self._metrics, metric)
-        if None not in values and len(set(seeds)) == len(seeds):  # one run per seed
+        if self._one_per_seed and None not in values:
             found = dict(zip(seeds, values, strict=True))
         else:
             grouped: dict[int, list[float]] = {}
@@ -227,12 +230,6 @@ class LeaderboardRow:
             found = {seed: sum(v) / len(v) for seed, v in grouped.items()}
         self._by_seed[metric] = found
         return found
-
-    def _column_ids(self) -> list[str]:
-        ids = self._ids
-        if ids is None:
-            ids = self._ids = [m.run_id for m in self._metrics]
-        return ids
 
     def values(self, metric: str) -> list[float]:
         """One value per seed of the row, in seed order (a row that pools configurations

@@ -195,7 +195,7 @@ def rate_by_line_search(source: TaskSource, device, tasks: int = FIT_TASKS,
 
     The loss is quadratic in the rate, so the two agree to the search's tolerance when the
     closed form is right: this checks the derivation, as the blog's comparison does."""
-    from scipy.optimize import minimize_scalar  # only here: no scipy import elsewhere
+    from scipy.optimize import minimize_scalar  # imported only when a run asks for it
 
     fit = source.sample(tasks, seeded_generator(FIT, seed, device=device))
     sx, sy, qx, qy = (t.double() for t in (fit.support_x, fit.support_y, fit.query_x,
@@ -206,7 +206,8 @@ def rate_by_line_search(source: TaskSource, device, tasks: int = FIT_TASKS,
     closed_s = time.perf_counter() - began
 
     def loss(eta: float) -> float:
-        return 0.5 * (gd_token_predict(sx, sy, qx, [eta]) - qy).pow(2).mean().item()
+        return per_task_loss(gd_token_predict(sx, sy, qx, [eta]), qy,
+                             source.problem.loss).mean().item()  # fmt: skip
 
     began = time.perf_counter()
     found = minimize_scalar(loss, bounds=(0.0, 100.0), method="bounded",
