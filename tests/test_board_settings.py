@@ -104,6 +104,34 @@ def test_rows_of_a_plugin_whose_code_changed_are_not_pooled(store, capsys):
     assert len(_rows(pooled, "ranked")) == 2  # pooling settings never pools code
 
 
+def test_a_built_in_cell_run_again_with_other_code_is_kept_in_a_row_of_its_own(store, capsys):
+    """Built-ins record the `methods` package's digest as plugins record theirs. A cell run
+    with one code and again with another (a bundle made at another commit, or a run from
+    before digests, '') is not a repeat to drop: each code keeps its run, in its own row."""
+    from mlflow.tracking import MlflowClient
+
+    import methods
+    from benchmarks.catalog.installed import code_digest, method_entry
+
+    client = MlflowClient(tracking_uri=store)
+    here = fake_run(store, "maml", 0, {"final/test_loss": 0.5})
+    installed = code_digest(method_entry("maml").cls)
+    assert client.get_run(here).data.tags["mesabench.method_code"] == installed
+    assert installed == code_digest(type("Probe", (), {"__module__": methods.__name__}))
+    older = fake_run(store, "maml", 0, {"final/test_loss": 0.9})
+    client.delete_tag(older, "mesabench.method_code")  # as recorded before digests
+    board = leaderboard_json(store, capsys)
+    assert board["duplicates_dropped"] == 0
+    rows = _rows(board, "ranked")
+    assert sorted((r["config"], r["stats"]["final/test_loss"]["mean"]) for r in rows) == [
+        (f"code {installed[:8]}", 0.5), ("code unrecorded", 0.9)]
+    fake_run(store, "maml", 0, {"final/test_loss": 0.4})  # the same code: a repeat
+    board = leaderboard_json(store, capsys)
+    assert board["duplicates_dropped"] == 1
+    assert sorted(r["stats"]["final/test_loss"]["mean"] for r in _rows(board, "ranked")) == [
+        0.4, 0.9]
+
+
 def test_the_code_digest_follows_the_source_of_the_plugins_package(tmp_path, monkeypatch):
     from benchmarks.catalog.installed import code_digest
 

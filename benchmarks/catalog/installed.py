@@ -188,8 +188,8 @@ def load_plugins() -> list[str]:
 def code_digest(cls: type) -> str:
     """SHA-256 (16 hex digits) of the Python source of the package that defines ``cls``:
     every ``.py`` file under its top-level package, by relative path (the module's own
-    file for a top-level module). A plugin's runs record it, so that rows of runs made with
-    different code under one distribution version are never pooled."""
+    file for a top-level module; ``methods`` for a built-in). Every run records it, so that
+    rows of runs made with different code under one version number are never pooled."""
     top = sys.modules.get(cls.__module__.split(".")[0])
     folders = [Path(p) for p in getattr(top, "__path__", [])]
     if folders:

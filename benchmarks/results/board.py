@@ -39,7 +39,7 @@ _NOT_CONFIG = {"seed", "device", "method_name", "benchmark"}
 #: The run params a ranked board holds equal: the task's and the protocol's settings.
 COMPARED_SECTIONS = ("task.", "protocol.")
 #: Tags the tracker writes at a run's start (benchmarks.store.tracking): whether its task
-#: and protocol settings are the benchmark's own defaults, and a plugin method's code digest.
+#: and protocol settings are the benchmark's own defaults, and its method's code digest.
 DEFAULTS_TAG = "mesabench.default_settings"
 CODE_TAG = "mesabench.method_code"
 
@@ -90,7 +90,7 @@ class RunRecord:
 
     @property
     def code(self) -> str:
-        """A plugin method's code digest ('' for built-ins and runs recorded before it)."""
+        """The method's code digest ('' for runs recorded before every run had one)."""
         return self.tags.get(CODE_TAG, "")
 
     @functools.cached_property
@@ -269,7 +269,7 @@ class LeaderboardRow:
 
     @property
     def code(self) -> str:
-        """The plugin code digest its runs share ('' for built-ins): rows never pool two."""
+        """The code digest its runs share ('' where unrecorded): rows never pool two."""
         return self.runs[0].code if self.runs else ""
 
 
@@ -347,7 +347,7 @@ class Leaderboard:
         if row.pooled:
             parts.append("pooled " + "; ".join(f"{_short_key(k)}={'/'.join(v)}"
                                                for k, v in row.pooled.items()))  # fmt: skip
-        if len(codes) > 1:  # a plugin's code changed between runs of this method
+        if len(codes) > 1:  # the method's code changed between runs
             parts.append(f"code {row.code[:8] or 'unrecorded'}")
         if row.other_setting:
             parts.append(other_setting_text(row.other_setting))

@@ -264,7 +264,7 @@ def caption(board: Leaderboard) -> str:
                      f"evaluations, listed apart and not ranked with the above{hint}")  # fmt: skip
     if board.duplicates_dropped:
         parts.append(
-            f"{board.duplicates_dropped} repeated run(s) of one (config, seed) dropped "
+            f"{board.duplicates_dropped} repeated run(s) of one (config, seed, code) dropped "
             "(the latest counts)"
         )
     if any(board.flagged(r) for r in board.rows):

@@ -10,8 +10,9 @@ store: the benchmark's own defaults where runs have them, else the setting with 
 
 Runs that differ only by seed (same ``mesabench.config_hash``) form one row unless
 ``group_by`` says otherwise; a row that pools different settings says which, and counts
-each seed once (a seed's runs are averaged). Runs of a plugin method whose code differs
-(``mesabench.method_code``) are never pooled into one row. Each (configuration, seed)
+each seed once (a seed's runs are averaged). Runs of a method whose code differs
+(``mesabench.method_code``; '' where a run recorded none) are never pooled into one row.
+Each (configuration, seed, code)
 counts once: of repeated FINISHED runs the latest is kept and the others are counted as
 dropped. Only FINISHED runs are ranked; failed, killed, running and stale ones (RUNNING
 without a heartbeat) are counted. A row whose ranked metric diverged is listed with its
@@ -157,10 +158,11 @@ def _pooled(row: LeaderboardRow) -> dict[str, list[str]]:
 
 
 def _deduplicate(runs: list[RunRecord]) -> tuple[list[RunRecord], int]:
-    """One FINISHED run per (method, configuration, seed): the latest one started."""
-    latest: dict[tuple[str, str, int], RunRecord] = {}
+    """One FINISHED run per (method, configuration, seed, code): the latest one started. A
+    cell run again with other code is not a repeat: it goes to that code's row."""
+    latest: dict[tuple[str, str, int, str], RunRecord] = {}
     for run in runs:
-        key = (run.method, run.config_hash, run.seed)
+        key = (run.method, run.config_hash, run.seed, run.code)
         if key not in latest or run.start_time > latest[key].start_time:
             latest[key] = run
     return list(latest.values()), len(runs) - len(latest)
@@ -242,7 +244,7 @@ def _place_references(
 
 
 def _rows(runs: Sequence[RunRecord], group_by: Sequence[str]) -> list[LeaderboardRow]:
-    """Runs grouped into rows by ``group_by`` (and a plugin's code: never pooled across)."""
+    """Runs grouped into rows by ``group_by`` (and a method's code: never pooled across)."""
     groups: dict[tuple[str, ...], LeaderboardRow] = {}
     for run in sorted(runs, key=lambda r: (r.start_time, r.run_id)):
         key = (*(run.group_value(k) for k in group_by), run.code)

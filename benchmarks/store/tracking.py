@@ -36,7 +36,7 @@ from benchmarks.store.reader import (
     normalise_uri,
     sqlite_path,
 )
-from mesabench_core import BUILTIN, __version__
+from mesabench_core import __version__
 
 log = logging.getLogger("mesabench")
 # MLflow logs every failed database call at ERROR with its traceback before raising it; we
@@ -240,8 +240,9 @@ class MlflowTracker:
             log.warning("%s: %s", plan.benchmark, finding)
         if findings:
             tags[LINT_TAG] = json.dumps(findings)
-        if method_source != BUILTIN:  # a plugin: which code ran, not only its version
-            tags["mesabench.method_code"] = code_digest(method_entry(plan.method_name).cls)
+        # Which code ran, not only the suite's version (built-ins: the `methods` package;
+        # a plugin: its own): a board never pools runs whose code differs.
+        tags["mesabench.method_code"] = code_digest(method_entry(plan.method_name).cls)
         tags.update(source_tags())
         revision = git_revision()
         if revision:
