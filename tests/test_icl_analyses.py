@@ -9,6 +9,7 @@ import math
 import pytest
 import torch
 
+from benchmarks.metrics.catalog import is_declared, measures_the_machine
 from benchmarks.planning.plan import plan_run
 from benchmarks.protocols.recording import MemoryRecorder
 from benchmarks.running.execute import build_method, execute
@@ -416,7 +417,11 @@ def test_one_gd_steps_rate_in_closed_form_is_the_line_searchs():
 
     assert loss(closed) < min(loss(closed * 0.99), loss(closed * 1.01))
     assert got["final/gd/line_search_evaluations"] >= 3
-    assert got["final/gd/line_search_s"] > 0 and got["final/gd/closed_form_s"] > 0
+    assert got["final/gd/line_search_time_s"] > 0 and got["final/gd/closed_form_time_s"] > 0
+    # Declared, and the times read as the machine's (verify and seed pairing skip them).
+    assert all(is_declared(key) for key in got)
+    assert {k for k in got if measures_the_machine(k)} == {
+        "final/gd/line_search_time_s", "final/gd/closed_form_time_s"}
     method = build_method(plan)
     method.meta_train_step(source.sample(64, seeded_generator(3)))
     assert "final/gd/eta_line_search" in method.analyse(source, MemoryRecorder(), 0)

@@ -415,3 +415,20 @@ def test_no_cell_has_two_runs_across_the_shipped_bundles():
     split = {cell: held for cell, held in runs.items() if len(set(held.values())) > 1}
     assert not split, f"{len(split)} cell(s) with different runs by bundle, e.g. " \
                       f"{next(iter(split.items()))}"
+
+
+def test_every_final_metric_the_shipped_runs_hold_is_declared():
+    """Each final metric declares which way is better (or that it scores nothing), and
+    whether it measures the machine: verify skips those by the declaration's name rule. The
+    blog's line-search timings once shipped as `final/gd/line_search_s`, undeclared, and
+    verify compared them as results."""
+    from benchmarks.metrics.catalog import RECORDED_TAG, declare_recorded, is_declared
+    from benchmarks.store.shipped import shipped_bundles
+
+    undeclared: dict[str, str] = {}
+    for path in shipped_bundles():
+        for run in read_bundle(path).runs:
+            declare_recorded(run["tags"].get(RECORDED_TAG, "[]"))  # its protocol's own
+            undeclared.update({key: path.stem for key in run["metrics"]
+                               if key.startswith("final/") and not is_declared(key)})  # fmt: skip
+    assert not undeclared, f"undeclared final metrics (and a bundle holding each): {undeclared}"

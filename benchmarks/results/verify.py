@@ -15,16 +15,13 @@ import dataclasses
 import json
 import math
 import random
-import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
+from benchmarks.metrics.catalog import measures_the_machine
 from benchmarks.planning.config import ConfigError
 from benchmarks.store.bundles import SOURCE_RUN_TAG, Bundle
-
-#: Final metrics that measure the machine, not the method: never compared.
-MACHINE_METRICS = re.compile(r"final/(.*time_s|peak_.*_mib)")
 
 
 @dataclass
@@ -76,7 +73,8 @@ def compare(claimed: dict[str, Any], here: dict[str, float], exact: bool,
     """The outcome of one cell: every result metric it claims, against this re-run."""
     differ = {}
     for key, value in sorted(claimed.items()):
-        if not key.startswith("final/") or MACHINE_METRICS.fullmatch(key):
+        # Those that measure the machine, not the method, are never compared.
+        if not key.startswith("final/") or measures_the_machine(key):
             continue
         a, b = float(value), float(here.get(key, math.nan))
         both_nan = math.isnan(a) and math.isnan(b)

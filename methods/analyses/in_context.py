@@ -215,8 +215,8 @@ def rate_by_line_search(source: TaskSource, device, tasks: int = FIT_TASKS,
     return {
         "final/gd/eta_closed_form": closed,
         "final/gd/eta_line_search": float(found.x),
-        "final/gd/closed_form_s": closed_s,
-        "final/gd/line_search_s": time.perf_counter() - began,
+        "final/gd/closed_form_time_s": closed_s,
+        "final/gd/line_search_time_s": time.perf_counter() - began,
         "final/gd/line_search_evaluations": float(found.nfev),
     }
 
