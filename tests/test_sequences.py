@@ -518,3 +518,48 @@ def test_repurposing_prompts_and_scores_against_least_squares_by_numpy():
         loss(np.concatenate([other_x, other_y, pairs_x, pairs_y], 1),
              np.concatenate([other_y, zeros, pairs_y, zeros], 1)), rel=1e-5)  # fmt: skip
     assert scores[f"final/repurpose/least_squares_n{n}"] > 0.5
+
+
+def test_a_layer_built_as_one_mesa_gd_step_reads_so_and_its_tensor_is_its_function():
+    """The trilinear tensor read off a causal linear layer computes what the layer adds to
+    the readout's residual term, for random weights; a layer built as one mesa-GD step
+    (thesis Eq. 3.5) predicts the reference's step and reads |cosine| 1, random weights
+    near 0, and the metric is logged for one linear layer only."""
+    from methods.analyses.mesa_structure import layer_tensor, mesa_gd_cosine
+    from methods.in_context.sequence import CausalLinearAttention, constructed_tokens
+    from methods.reference.algorithms import autoregressive_gradient
+
+    torch.manual_seed(0)
+    dim, heads = 3, 2
+    sequence = torch.randn(2, 7, dim)
+    tokens = constructed_tokens(sequence)
+    layer = CausalLinearAttention(2 * dim, heads, init_std=0.5)
+    readout = torch.randn(dim, 2 * dim)
+    weights = (readout, layer.projection, layer.value, layer.key, layer.query)
+    with torch.no_grad():
+        added = (layer(tokens) - tokens) @ readout.T
+        tensor = layer_tensor(*weights)
+        causal = torch.ones(7, 7).tril()  # t' <= t
+        by_tensor = torch.einsum("oabc,nsa,nsb,ntc,ts->nto", tensor, tokens, tokens, tokens,
+                                 causal)  # fmt: skip
+        assert by_tensor == pytest.approx(added, abs=1e-4)
+        assert mesa_gd_cosine(*weights) < 0.2
+        built = CausalLinearAttention(2 * dim, 1)
+        built.value.zero_()[0, :dim, :dim] = torch.eye(dim)  # writes s_t' ...
+        built.projection.zero_()[0] = torch.eye(2 * dim)
+        built.key.zero_()[0, :dim, dim:] = torch.eye(dim)  # ... weighted by s_t'-1 . s_t
+        built.query.zero_()[0, :dim, :dim] = torch.eye(dim)
+        reads = torch.cat([torch.eye(dim), torch.zeros(dim, dim)], dim=1)
+        step = (built(tokens) - tokens) @ reads.T
+        assert step == pytest.approx(autoregressive_gradient(sequence), abs=1e-5)
+        assert mesa_gd_cosine(reads, built.projection, built.value, built.key,
+                              built.query) == pytest.approx(1.0)  # fmt: skip
+    from benchmarks.running.execute import build_method
+
+    def held(method: str, **settings: str) -> bool:
+        plan = plan_run(method, "lindyn", 0, settings, device="cpu")
+        return build_method(plan).reads_as_one_mesa_step()
+
+    assert held("causal_lsa", heads="2")
+    assert not any((held("causal_lsa", layers="2"), held("causal_lsa", layernorm="true"),
+                    held("causal_lsa", tokens="raw"), held("mesa")))  # fmt: skip

@@ -241,6 +241,9 @@ _IN_CONTEXT = [
      "|cosine| of the trained W_K^T W_Q with Prop. 1's, on the entries the prediction reads"),
     (r"final/weights/proj_value_cosine", "higher",
      "|cosine| of the trained P W_V with Prop. 1's, on the row that writes the prediction"),
+    (r"final/weights/mesa_gd_cosine", "higher",
+     "|cosine| of the trained causal linear layer's trilinear map (readout included, heads "
+     "summed) with one mesa-GD step's construction"),
     (r"final/heads/offdiag_share_min", None,
      "off-diagonal share of the least off-diagonal head's rate-scaled W_K^T W_Q (x block)"),
     (r"final/heads/offdiag_share_sum", "lower",

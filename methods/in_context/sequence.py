@@ -15,6 +15,7 @@ from torch import Tensor, nn
 
 from mesabench_core import ConfigError, IncompatibleSetting, param
 from mesabench_datasets.tasks import Problem, TaskBatch, TaskSource, seeded_generator
+from methods.analyses.mesa_structure import mesa_gd_cosine
 from methods.analyses.probes import is_autoregressive_regression, probe_analysis
 from methods.analyses.repurpose import repurposing_scores
 from methods.analyses.sensitivity import previous_share, sensitivity_norms
@@ -222,14 +223,19 @@ class SequenceLearner(InContextMethod):
 
     def analyse(self, source: TaskSource, log: ArtifactLog, seed: int) -> dict[str, float]:
         """Linear probes on the residual stream, layer by layer
-        (:mod:`methods.analyses.probes`), and how much a first softmax layer reads the
-        previous position (the copy)."""
+        (:mod:`methods.analyses.probes`), how much a first softmax layer reads the previous
+        position (the copy), and how much one linear layer is one mesa-GD step."""
         final = {**super().analyse(source, log, seed), **probe_analysis(self, source, seed)}
         if self.config.repurpose:  # check_config: on autoregressive regression only
             scores = repurposing_scores(lambda seq: self.forward(seq, seq, seq),
                                         self.problem.output_dim, seed, self.device)  # fmt: skip
             final.update(scores)
         first = self.model.layers[0]
+        if self.reads_as_one_mesa_step():
+            with torch.no_grad():
+                final["final/weights/mesa_gd_cosine"] = mesa_gd_cosine(
+                    self.model.readout.weight, first.projection, first.value, first.key,
+                    first.query)
         if isinstance(first, CausalSoftmaxAttention):
             batch = source.sample(analysis_tasks(self, 256),
                                   seeded_generator(_COPY_ROLE, seed, device=self.device))
@@ -242,6 +248,15 @@ class SequenceLearner(InContextMethod):
                 norms = sensitivity_norms(self.first_output, batch.query_x[:_SENSITIVITY_SEQUENCES])
                 final["final/copy/previous_share"] = previous_share(norms)
         return final
+
+    def reads_as_one_mesa_step(self) -> bool:
+        """Whether the model is one causal linear-attention layer on the constructed tokens
+        as they are (no embedding, no LayerNorm): then its weights are a trilinear map that
+        one mesa-GD step's construction can be held against
+        (:mod:`methods.analyses.mesa_structure`)."""
+        c = self.config
+        return (c.mixer == "linear" and c.layers == 1 and c.first_layer == "same"
+                and c.tokens == "constructed" and not c.embed and not c.layernorm)  # fmt: skip
 
     def first_output(self, sequence: Tensor) -> Tensor:
         """The first layer's outputs (residual included, as the thesis measures them)
