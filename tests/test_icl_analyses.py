@@ -137,6 +137,10 @@ def test_the_interleaved_ablation_leaves_a_copy_then_gd_model_unchanged():
     for key in ("query_kept_loss", "gd_loss"):
         assert got[f"final/interleaved/{key}"] == pytest.approx(
             got["final/interleaved/model_loss"], rel=0.02)  # fmt: skip
+    # The construction copies each x_i into its y_i token: the y tokens read the x before
+    # them, the x tokens nothing but themselves (the share counts the other tokens only).
+    assert got["final/interleaved/previous_token_share"] > 0.9
+    assert got["final/interleaved/next_token_share"] < 0.1
     # A first layer that also moves the query is caught: here the query (last position,
     # P - 1) attends to x_N's token (P - 3) instead of y_N's, and adds x_N to its own x.
     with torch.no_grad():

@@ -563,3 +563,16 @@ def test_a_layer_built_as_one_mesa_gd_step_reads_so_and_its_tensor_is_its_functi
     assert held("causal_lsa", heads="2")
     assert not any((held("causal_lsa", layers="2"), held("causal_lsa", layernorm="true"),
                     held("causal_lsa", tokens="raw"), held("mesa")))  # fmt: skip
+
+
+def test_the_neighbour_share_is_one_for_a_copy_and_one_over_the_others_for_an_average():
+    from methods.analyses.sensitivity import neighbour_share
+
+    steps = 7
+    copy_next = torch.eye(steps) + torch.eye(steps).roll(1, dims=1)  # f_t reads s_t and s_t+1
+    even = torch.ones(steps, steps)
+    norms = torch.stack([copy_next, even])
+    assert neighbour_share(norms[:1], slice(0, -1), 1) == pytest.approx(1.0)
+    assert neighbour_share(norms[1:], slice(0, -1, 2), 1) == pytest.approx(1 / (steps - 1))
+    assert neighbour_share(norms[:1], slice(1, None), -1) == pytest.approx(0.0)
+    assert neighbour_share(norms, slice(0, -1, 2), 1) == pytest.approx((1 + 1 / 6) / 2)

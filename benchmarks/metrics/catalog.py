@@ -202,6 +202,12 @@ _IN_CONTEXT = [
     (r"final/interleaved/query_kept_loss", None,
      "loss with the first layer's update taken off the query"),
     (r"final/interleaved/gd_loss", None, "loss of one fitted GD step on the same tasks"),
+    (r"final/interleaved/next_token_share", None,
+     "share of the first layer's x-token outputs' sensitivity to the other tokens that falls "
+     "on the next one (its y; 1: a copy)"),
+    (r"final/interleaved/previous_token_share", None,
+     "share of the first layer's y-token outputs' sensitivity to the other tokens that falls "
+     "on the previous one (its x; 1: a copy)"),
     (r"final/gdssm/(local|select|readout)_cosine", "higher",
      "|cosine| of the trained GD-SSM's {0} parameters with the GD construction's"),
     (r"final/gdssm/decay_mean", None,

@@ -632,6 +632,15 @@ def _interleaved() -> Table:
                 "final/interleaved/query_kept_loss", versus=analysed, tolerance=0.02,
                 relative=True, provenance="derived",
                 cite="our ablation: copy-then-GD needs the first layer for the context only"),
+            # Thesis Fig. 2.9 right: the first layer's output at x_i depends on the next token
+            # (y_i); at the end of training only (the figure's "before the jump" is not held).
+            lsa(f"trained 2-layer model: its first layer's x tokens read their next token "
+                f"(share at least 0.25), {name}", "final/interleaved/next_token_share",
+                target=0.25, check="at_least", provenance="derived",
+                cite="thesis Fig. 2.9 right and sec. 2.4: 'token e_j transformed by the first "
+                "self-attention layer becomes notably dependant on the neighboring token "
+                "e_{j+1} while staying independent on the others'; 0.25 ours: 10x the 1/40 "
+                "of a layer reading the 40 other tokens alike"),
             # "matches one step of GD, not two" (thesis Fig. 2.9): two steps at fitted rates
             # on the same tasks, the trained model held above them.
             Claim(two, "linreg-icl-interleaved", "gd", LOSS, {**settings, "steps": "2"},
@@ -653,7 +662,7 @@ def _interleaved() -> Table:
         "icml23-interleaved",
         "Interleaved tokens x_1, y_1, ..., x_q: a softmax copy layer then a GD layer",
         f"{_ICML23}, sec. 4 ('Do self-attention layers build regression tasks?'), Prop. 3, "
-        "App. A.5, Fig. 5; thesis sec. 2.4, Fig. 2.9 (left)",
+        "App. A.5, Fig. 5; thesis sec. 2.4, Fig. 2.9",
         tuple(claims),
         note="The hand-built model (copy_gd) copies each x_i into its y_i token (softmax on "
         "positions, scale 50) and takes one GD step at the closed-form rate. The ablation "
@@ -669,7 +678,13 @@ def _interleaved() -> Table:
         "cpu's 0.02, which left the plateau at U(-1, 1): the suite's stall from std 0.002 is "
         "not expected here. The 2-layer all-linear model reads the same tokens, one-hot "
         "positions included, so its first layer can copy each x_i into its y_i token exactly "
-        "(a shift of positions in W_K^T W_Q): its failure to train is not built in.",
+        "(a shift of positions in W_K^T W_Q): its failure to train is not built in. The "
+        "next-token share is the norm of the first layer's Jacobian at each x_i token with "
+        "respect to y_i, over its sum over the other tokens (the x_i token itself, which the "
+        "residual passes on, left out), on 16 sequences: 1 for a copy of y_i into x_i, 1/40 "
+        "for a layer reading all tokens alike; an untrained model reads about 0.05. Which "
+        "way the copy goes is the model's choice: the y tokens' share on their x is logged "
+        "too (final/interleaved/previous_token_share).",
         figure=TableFigure(
             "ICML'23 sec. 4, Fig. 5: training on interleaved tokens (the plateau, then GD)",
             tuple(Panel(f"Validation loss over training, {name}", "iteration", "test loss", (

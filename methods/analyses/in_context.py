@@ -30,6 +30,7 @@ import torch
 from torch import Tensor
 
 from mesabench_datasets.tasks import TaskSource, seeded_generator
+from methods.analyses.sensitivity import neighbour_share, sensitivity_norms
 from methods.analyses.sizes import analysis_tasks
 from methods.api import EpisodicMethod
 from methods.common.losses import per_task_loss
@@ -583,6 +584,10 @@ def interleaved_ablations_apply(method, source: TaskSource) -> bool:
             and c.first_layer == "softmax" and c.construction == "none")  # fmt: skip
 
 
+#: Sequences whose first-layer Jacobians the next-token share reads.
+NEXT_TOKEN_SEQUENCES = 16
+
+
 def interleaved_ablations(method, source: TaskSource, tasks: int = 2000, seed: int = 0):
     """The trained model, and the same model without its first layer's update of the query
     (``query_kept``), beside one GD step on the same tasks. A model that is "copy, then one
@@ -604,12 +609,23 @@ def interleaved_ablations(method, source: TaskSource, tasks: int = 2000, seed: i
         pred = -out[..., -m:].reshape(qx.shape[0], qx.shape[1], m)
         return per_task_loss(pred, qy, method.problem.loss).mean().item()
 
+    def first_outputs(sequence: Tensor) -> Tensor:  # [2N + 1, W]: context, then the query
+        return torch.cat(first(sequence[None, :-1], sequence[None, -1:]), dim=1)[0]
+
+    shown = slice(0, NEXT_TOKEN_SEQUENCES)  # at least one sequence per task
+    sequences = torch.cat(method.tokens(sx[shown], sy[shown], qx[shown]), dim=1)[shown]
+    norms = sensitivity_norms(first_outputs, sequences.detach())
     with torch.no_grad():
         gd = gd_token_predict(sx, sy, qx, [eta])
         return {
             "final/interleaved/model_loss": loss(True),
             "final/interleaved/query_kept_loss": loss(False),
             "final/interleaved/gd_loss": per_task_loss(gd, qy, method.problem.loss).mean().item(),
+            # The x tokens (even positions) and what each reads besides itself (thesis
+            # Fig. 2.9 right: the first layer's outputs depend on the next token).
+            "final/interleaved/next_token_share": neighbour_share(norms, slice(0, -1, 2), 1),
+            # The y tokens and the x before each: a copy the other way round.
+            "final/interleaved/previous_token_share": neighbour_share(norms, slice(1, -1, 2), -1),
         }
 
 

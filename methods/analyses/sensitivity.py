@@ -40,3 +40,19 @@ def previous_share(norms: Tensor) -> float:
     earlier = norms.tril(diagonal=-1).sum(-1)[:, 2:]
     share = torch.where(earlier > 0, previous / earlier.clamp_min(1e-300), 0.0)
     return share.mean().item()
+
+
+def neighbour_share(norms: Tensor, rows: slice, offset: int) -> float:
+    """The share of an output's sensitivity to the other inputs that falls on its neighbour
+    ``offset`` positions on: ||d f_t / d s_t+offset|| over the sum of ||d f_t / d s_t'||
+    for t' != t, averaged over sequences and the positions ``rows`` selects (each must have
+    that neighbour). 1 for a layer that copies the neighbour into each of those; about
+    1 / (T - 1) for one that reads every other token alike. The token itself is left out,
+    as in :func:`previous_share` (the residual)."""
+    positions = torch.arange(norms.shape[-1], device=norms.device)[rows]
+    read = norms[:, positions]  # [B, P, T]
+    mine = torch.arange(len(positions), device=norms.device)
+    neighbour = read[:, mine, positions + offset]
+    others = read.sum(-1) - read[:, mine, positions]
+    share = torch.where(others > 0, neighbour / others.clamp_min(1e-300), 0.0)
+    return share.mean().item()
