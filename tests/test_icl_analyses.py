@@ -539,3 +539,24 @@ def test_analysis_tasks_sizes_every_analysis_and_is_no_part_of_a_default_plans_i
         direct = icl_analyses.gd_alignment(method, plan.source, tasks=tasks, seed=0)
         assert final["final/align/pred_diff"] == direct["final/align/pred_diff"], tasks
         assert final["final/align/gd_eta"] == direct["final/align/gd_eta"], tasks
+
+
+def test_a_tied_stack_built_as_gdpp_aligns_with_gdpp_steps_not_gd_steps():
+    """Two tied layers holding one GD++ step's construction are two GD++ steps (thesis sec.
+    2.3): beside two GD++ steps at that rate and gamma they predict the same (difference 0,
+    cosine 1); beside two plain GD steps at the rate, less so. Settings that give neither
+    one rate nor one per layer are refused."""
+    d, n, eta, gamma = 10, 10, 1.2, 0.03
+    plan = _plan("lsa", layers=2, tied="true", heads=2, align_gd_etas=eta,
+                 align_gdpp_etas=eta, align_gdpp_gammas=gamma, analysis_tasks=200)
+    method = build_method(plan)
+    source = plan.task.build()
+    _set(method.layer(0).attention, gdpp_construction(d, eta, gamma, n))
+    got = icl_analyses.analyse(method, source, MemoryRecorder(), 0)
+    assert got["final/align/gdpp_pred_diff"] == pytest.approx(0.0, abs=1e-5)
+    assert got["final/align/gdpp_sens_cosine"] == pytest.approx(1.0, abs=1e-6)
+    assert got["final/align/gdk_pred_diff"] > 0.01
+    assert got["final/align/gdk_sens_cosine"] < got["final/align/gdpp_sens_cosine"] - 1e-4
+    for refused in ({"align_gd_etas": "1,2,3"}, {"align_gdpp_etas": "1", "align_gdpp_gammas": ""}):
+        with pytest.raises(ConfigError, match="align_gd"):
+            _plan("lsa", layers=2, **refused)

@@ -30,8 +30,9 @@ import torch
 from torch import Tensor
 
 from mesabench_datasets.tasks import TaskSource, seeded_generator
-from methods.analyses.sensitivity import neighbour_share, sensitivity_norms
+from methods.analyses.sensitivity import neighbour_share, sensitivity_norms, with_sensitivity
 from methods.analyses.sizes import analysis_tasks
+from methods.analyses.step_alignment import step_alignment, step_references
 from methods.api import EpisodicMethod
 from methods.common.losses import per_task_loss
 from methods.reference.algorithms import gd_token_predict, optimal_one_step_rate, ridge_predict
@@ -79,6 +80,10 @@ def analyse(method, source: TaskSource, log, seed: int) -> dict[str, float]:
     final = gd_alignment(method, source, tasks=analysis_tasks(method, FIT_TASKS), seed=seed,
                          rates=getattr(method.config, "align_rates", ()))  # fmt: skip
     final["final/align/wall_time_s"] = time.perf_counter() - began
+    references = step_references(method.config)
+    if references:
+        final.update(step_alignment(method, source, references, role=ANALYSIS,
+                                    tasks=analysis_tasks(method, FIT_TASKS), seed=seed))
     tasks = analysis_tasks(method, CURVE_TASKS)
     final.update(context_and_ood_curves(method, source, log, tasks=tasks, seed=seed))
     if getattr(source.config, "task_pool", 0):
@@ -96,16 +101,6 @@ def pool_loss(method, source: TaskSource, tasks: int = 2000, seed: int = 0) -> f
                           "train")  # fmt: skip
     pred = method.predict(batch.support_x, batch.support_y, batch.query_x)
     return per_task_loss(pred, batch.query_y, method.problem.loss).mean().item()
-
-
-def _with_sensitivity(predict, sx: Tensor, sy: Tensor, qx: Tensor) -> tuple[Tensor, Tensor]:
-    # Queries never interact, so one backward of the summed predictions gives every
-    # query's own gradient d y_hat / d x_q.
-    qx = qx.detach().requires_grad_(True)
-    with torch.enable_grad():
-        pred = predict(sx, sy, qx)
-        (sens,) = torch.autograd.grad(pred.sum(), qx)
-    return pred.detach(), sens
 
 
 def gd_alignment(
@@ -137,10 +132,10 @@ def gd_alignment(
     count = 0
     for start in range(0, tasks, chunk):
         part = batch.slice(start, start + chunk)
-        pred_m, sens_m = _with_sensitivity(
+        pred_m, sens_m = with_sensitivity(
             method.forward, part.support_x, part.support_y, part.query_x
         )
-        pred_g, sens_g = _with_sensitivity(gd, part.support_x, part.support_y, part.query_x)
+        pred_g, sens_g = with_sensitivity(gd, part.support_x, part.support_y, part.query_x)
         for i, rate in enumerate(rates):
             # One step from zero weights predicts (rate / N) x_q . sum_i y_i x_i: its
             # prediction and sensitivity at any rate are the fitted rate's, scaled.
@@ -281,8 +276,8 @@ def _alignment_at(method, batch, eta: float, n: int) -> tuple[float, float]:
     def gd(a, b, c):
         return gd_token_predict(a, b, c, [eta * scale])
 
-    pred_m, sens_m = _with_sensitivity(method.forward, sx, sy, qx)
-    pred_g, sens_g = _with_sensitivity(gd, sx, sy, qx)
+    pred_m, sens_m = with_sensitivity(method.forward, sx, sy, qx)
+    pred_g, sens_g = with_sensitivity(gd, sx, sy, qx)
     cosine = torch.nn.functional.cosine_similarity(sens_m, sens_g, dim=-1)
     return (pred_m - pred_g).abs().mean().item(), cosine.mean().item()
 

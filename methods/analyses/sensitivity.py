@@ -56,3 +56,15 @@ def neighbour_share(norms: Tensor, rows: slice, offset: int) -> float:
     others = read.sum(-1) - read[:, mine, positions]
     share = torch.where(others > 0, neighbour / others.clamp_min(1e-300), 0.0)
     return share.mean().item()
+
+
+def with_sensitivity(predict, sx: Tensor, sy: Tensor, qx: Tensor) -> tuple[Tensor, Tensor]:
+    """``predict(sx, sy, qx)`` and its gradient with respect to each query, d y_hat / d x_q
+    (an in-context learner's sensitivity; ICML'23 sec. 3)."""
+    # Queries never interact, so one backward of the summed predictions gives every
+    # query's own gradient.
+    qx = qx.detach().requires_grad_(True)
+    with torch.enable_grad():
+        pred = predict(sx, sy, qx)
+        (sens,) = torch.autograd.grad(pred.sum(), qx)
+    return pred.detach(), sens

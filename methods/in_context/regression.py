@@ -196,6 +196,20 @@ class LSAConfig(AnalysisSettings):
     copy_scale: float = param(
         50.0, min=0.0, added="0.2", help="softmax scale of the constructed copy layer"
     )
+    align_gd_etas: tuple[float, ...] = param(
+        (), min=0.0, added="0.4",
+        help="rates of K GD steps (K: the layers; one rate for tied steps, else one per "
+        "layer) the final alignment also compares the trained model with "
+        "(final/align/gdk_pred_diff, gdk_sens_cosine); empty: none",
+    )
+    align_gdpp_etas: tuple[float, ...] = param(
+        (), min=0.0, added="0.4",
+        help="rates of K GD++ steps, as align_gd_etas, with align_gdpp_gammas "
+        "(final/align/gdpp_pred_diff, gdpp_sens_cosine); empty: none",
+    )
+    align_gdpp_gammas: tuple[float, ...] = param(
+        (), min=0.0, added="0.4", help="the x-transforms of those GD++ steps, one per rate",
+    )
     repeat_dampenings: tuple[float, ...] = param(
         (1.0, 0.75, 0.5), min=0.0, added="0.4",
         help="dampening factors at which the trained layer is repeated (one trained layer "
@@ -222,6 +236,15 @@ class LSAConfig(AnalysisSettings):
                 or not self.repeat_dampenings:  # fmt: skip
             raise ConfigError(f"repeat_dampenings must be distinct and at least one (as their "
                               f"metrics name them): got {self.repeat_dampenings}")  # fmt: skip
+        for name, given in (("align_gd_etas", self.align_gd_etas),
+                            ("align_gdpp_etas", self.align_gdpp_etas)):
+            if len(given) not in (0, 1, self.layers):
+                raise ConfigError(f"{name} gives one rate for tied steps or one per layer "
+                                  f"({self.layers}): got {len(given)}")  # fmt: skip
+        if len(self.align_gdpp_gammas) != len(self.align_gdpp_etas):
+            raise ConfigError(f"align_gdpp_gammas needs one gamma per align_gdpp_etas rate: "
+                              f"got {len(self.align_gdpp_gammas)} for "
+                              f"{len(self.align_gdpp_etas)}")  # fmt: skip
         if len({f"{r:g}" for r in self.align_rates}) != len(self.align_rates):
             raise ConfigError(f"align_rates must be distinct (as their metrics name them, "
                               f"{{r:g}}): got {self.align_rates}")  # fmt: skip
