@@ -557,6 +557,7 @@ def test_a_tied_stack_built_as_gdpp_aligns_with_gdpp_steps_not_gd_steps():
     assert got["final/align/gdpp_sens_cosine"] == pytest.approx(1.0, abs=1e-6)
     assert got["final/align/gdk_pred_diff"] > 0.01
     assert got["final/align/gdk_sens_cosine"] < got["final/align/gdpp_sens_cosine"] - 1e-4
-    for refused in ({"align_gd_etas": "1,2,3"}, {"align_gdpp_etas": "1", "align_gdpp_gammas": ""}):
+    for refused in ({"align_gd_etas": "1,2,3"},
+                    {"align_gdpp_etas": "1", "align_gdpp_gammas": "0.1,0.2"}):
         with pytest.raises(ConfigError, match="align_gd"):
             _plan("lsa", layers=2, **refused)

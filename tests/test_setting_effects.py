@@ -275,7 +275,10 @@ def _families() -> dict[str, Family]:
             "token_embed": Line("8"), "dampening": Line("0.5"), "init_std": Line("0.1"),
             "lr": Line("0.01"), "grad_clip": _CLIP, "construction": Line("gd"),
             "copy_scale": Line("5", method="copy_gd", benchmark="linreg-icl-interleaved"),
-            "align_rates": Line("0.1"), "repeat_dampenings": Line("0.6")}),
+            "align_rates": Line("0.1"), "repeat_dampenings": Line("0.6"),
+            "align_gd_etas": Line("1.0"), "align_gdpp_etas": Line("1.0"),
+            # GD++'s transform acts from its second step on: two layers, two steps.
+            "align_gdpp_gammas": Line("0.1", extra=_pairs(align_gdpp_etas="1.0", layers="2"))}),
         Family(GDConfig, "gd", "linreg-icl", ICL, {
             "analysis_tasks": _ANALYSIS, "steps": Line("2"),
             "lr": Line("0.1", extra=_pairs(steps="2")),

@@ -86,7 +86,7 @@ def _one_step() -> Table:
     structure = Claim(
         "1 causal linear-attention layer, 2 heads: one mesa-GD step is its dominant pattern "
         "(|cosine| at least 0.71)", "lindyn", "causal_lsa", "final/weights/mesa_gd_cosine",
-        {"heads": "2"}, budget, target=0.71, check="at_least", provenance="derived",
+        {"heads": "2"}, budget, target=0.71, check="at_least",
         cite="thesis Fig. 3.10 (caption: 'The dominant pattern obtained after learning "
         "corresponds to our mesa-gradient descent construction'), sec. 3.5.1 ('the dominant "
         "pattern coincides with our one-step mesa-gradient descent construction, Eq. 3.5, "

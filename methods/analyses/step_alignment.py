@@ -34,7 +34,8 @@ def step_references(config) -> dict[str, Steps]:
     if getattr(config, "align_gd_etas", ()):
         found["gdk"] = steps(config.align_gd_etas), None
     if getattr(config, "align_gdpp_etas", ()):
-        found["gdpp"] = steps(config.align_gdpp_etas), steps(config.align_gdpp_gammas)
+        gammas = config.align_gdpp_gammas or (0.0,) * len(config.align_gdpp_etas)
+        found["gdpp"] = steps(config.align_gdpp_etas), steps(gammas)
     return found
 
 

@@ -208,7 +208,8 @@ class LSAConfig(AnalysisSettings):
         "(final/align/gdpp_pred_diff, gdpp_sens_cosine); empty: none",
     )
     align_gdpp_gammas: tuple[float, ...] = param(
-        (), min=0.0, added="0.4", help="the x-transforms of those GD++ steps, one per rate",
+        (), min=0.0, added="0.4",
+        help="the x-transforms of those GD++ steps, one per rate (empty: 0, plain GD steps)",
     )
     repeat_dampenings: tuple[float, ...] = param(
         (1.0, 0.75, 0.5), min=0.0, added="0.4",
@@ -241,7 +242,7 @@ class LSAConfig(AnalysisSettings):
             if len(given) not in (0, 1, self.layers):
                 raise ConfigError(f"{name} gives one rate for tied steps or one per layer "
                                   f"({self.layers}): got {len(given)}")  # fmt: skip
-        if len(self.align_gdpp_gammas) != len(self.align_gdpp_etas):
+        if self.align_gdpp_gammas and len(self.align_gdpp_gammas) != len(self.align_gdpp_etas):
             raise ConfigError(f"align_gdpp_gammas needs one gamma per align_gdpp_etas rate: "
                               f"got {len(self.align_gdpp_gammas)} for "
                               f"{len(self.align_gdpp_etas)}")  # fmt: skip
