@@ -576,3 +576,49 @@ def test_the_neighbour_share_is_one_for_a_copy_and_one_over_the_others_for_an_av
     assert neighbour_share(norms[1:], slice(0, -1, 2), 1) == pytest.approx(1 / (steps - 1))
     assert neighbour_share(norms[:1], slice(1, None), -1) == pytest.approx(0.0)
     assert neighbour_share(norms, slice(0, -1, 2), 1) == pytest.approx((1 + 1 / 6) / 2)
+
+
+def test_revalg_is_the_layers_function_on_its_block_means():
+    """The algorithm's predictor computes the layer's own function from its products (R, R
+    P V, K^T Q); on a layer built as one mesa-GD step plus an identity-scaled initial
+    prediction, every block is already a multiple of the identity, so RevAlg-1 (Eq. 3.55,
+    and Eq. 3.56's reduced terms) is that layer exactly; on random weights, or with a term
+    Eq. 3.56 drops, it is not."""
+    from methods.analyses.mesa_structure import algorithm_predict, block_means, revalg_weights
+    from methods.in_context.sequence import CausalLinearAttention, constructed_tokens
+
+    torch.manual_seed(1)
+    dim, heads = 3, 2
+    tokens = constructed_tokens(torch.randn(2, 6, dim))
+    layer = CausalLinearAttention(2 * dim, heads, init_std=0.5)
+    readout, bias = torch.randn(dim, 2 * dim), torch.randn(dim)
+    with torch.no_grad():
+        own = layer(tokens) @ readout.T + bias
+        writes = torch.einsum("oe,hef,hfa->hoa", readout, layer.projection, layer.value)
+        forms = torch.einsum("hkb,hkc->hbc", layer.key, layer.query)
+        assert algorithm_predict(readout, bias, writes, forms, tokens) == pytest.approx(
+            own, abs=1e-4)
+        block = torch.arange(36.0).reshape(6, 6)
+        assert block_means(block, 3)[:3, :3] == pytest.approx(torch.eye(3) * 7.0)  # (0+7+14)/3
+        assert block_means(block, 3)[3:, :3] == pytest.approx(torch.eye(3) * 25.0)
+        assert block_means(block, 3)[0, 1] == 0.0
+        revalg = revalg_weights(readout, layer.projection, layer.value, layer.key,
+                                layer.query, dim)  # fmt: skip
+        assert (algorithm_predict(revalg[0], bias, *revalg[1:], tokens) - own).abs().max() > 0.1
+        built = CausalLinearAttention(2 * dim, 1)
+        built.value.zero_()[0, :dim, :dim] = torch.eye(dim)
+        built.projection.zero_()[0] = torch.eye(2 * dim)
+        built.key.zero_()[0, :dim, dim:] = 0.3 * torch.eye(dim)
+        built.query.zero_()[0, :dim, :dim] = torch.eye(dim)
+        reads = torch.cat([0.9 * torch.eye(dim), torch.zeros(dim, dim)], dim=1)
+        exact = built(tokens) @ reads.T + bias
+        for reduced in (False, True):  # Eq. 3.55, and Eq. 3.56's GD terms: all it has
+            revalg = revalg_weights(reads, built.projection, built.value, built.key,
+                                    built.query, dim, reduced)  # fmt: skip
+            assert algorithm_predict(revalg[0], bias, *revalg[1:], tokens) == pytest.approx(
+                exact, abs=1e-5)
+        built.key[0, :dim, :dim] = 0.2 * torch.eye(dim)  # a key on s_t' too: not a GD term
+        revalg = revalg_weights(reads, built.projection, built.value, built.key, built.query,
+                                dim, reduced=True)  # fmt: skip
+        assert (algorithm_predict(revalg[0], bias, *revalg[1:], tokens)
+                - (built(tokens) @ reads.T + bias)).abs().max() > 0.01

@@ -254,6 +254,14 @@ _IN_CONTEXT = [
     (r"final/weights/mesa_gd_cosine", "higher",
      "|cosine| of the trained causal linear layer's trilinear map (readout included, heads "
      "summed) with one mesa-GD step's construction"),
+    (r"final/weights/layer_loss", "lower",
+     "loss of the single causal linear layer on RevAlg-1's sequences"),
+    (r"final/weights/revalg_loss", None,
+     "loss of RevAlg-1 (thesis Eq. 3.56: the layer's GD terms at their block diagonals' "
+     "means) on the same sequences"),
+    (r"final/weights/revalg_full_loss", None,
+     "loss of the layer's products at their block diagonals' means, every term (thesis Eq. "
+     "3.55), on the same sequences"),
     (r"final/heads/offdiag_share_min", None,
      "off-diagonal share of the least off-diagonal head's rate-scaled W_K^T W_Q (x block)"),
     (r"final/heads/offdiag_share_sum", "lower",

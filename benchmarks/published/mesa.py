@@ -93,6 +93,22 @@ def _one_step() -> Table:
         "plus some identification noise'); 0.71 ours: cos^2 = 0.5, the construction carrying "
         "half the products' squared norm", cost_s={"quick": 8.5, "cpu": 120.0, "paper": 120.0})
 
+    # Fig. 3.2B: RevAlg-1 (Eq. 3.56) read off the same layer, against the layer itself.
+    layer_loss = "1 causal linear-attention layer, 2 heads: its loss on RevAlg-1's sequences"
+    revalg = (
+        Claim(layer_loss, "lindyn", "causal_lsa", "final/weights/layer_loss", {"heads": "2"},
+              budget, cost_s={"quick": 8.5, "cpu": 120.0, "paper": 120.0}),
+        Claim("1 causal linear-attention layer, 2 heads: RevAlg-1 (Eq. 3.56, read off its "
+              "weights) = the layer, within 6%", "lindyn", "causal_lsa",
+              "final/weights/revalg_loss", {"heads": "2"}, budget, versus=layer_loss,
+              tolerance=0.06, relative=True,
+              cite="thesis Fig. 3.2B (caption: 'A trained 2-head linear self-attention layer "
+              "(linear-SA) is perfectly described by a reverse-engineered mesa-gradient "
+              "descent algorithm (RevAlg-1; see Eq. 3.56)'), app. 3.7.3.1, table 3.1; the 6% "
+              "band is table 3.1's own largest gap between L_reduced and L (5.3%, seed 3)",
+              cost_s={"quick": 8.5, "cpu": 120.0, "paper": 120.0}),
+    )  # fmt: skip
+
     return Table(
         "mesa-one-step",
         "One linear-attention layer trained on linear dynamics is one GD step on the "
@@ -106,6 +122,7 @@ def _one_step() -> Table:
             *layers.values(),
             two_heads,
             structure,
+            *revalg,
             Claim("one GD step: its loss climbs back before the sequence ends "
                   "(non-monotonic)", "lindyn", "ar_gd", "final/loss_t_rise",
                   {"iterations": "200"}, target=0.0, check="at_least", tolerance=-0.05,
@@ -130,6 +147,10 @@ def _one_step() -> Table:
         "over heads and symmetrised over the two reads of the same token: "
         "methods/analyses/mesa_structure.py), by |cosine|, blind to the rate and to how the "
         "heads split it; the readout's own term (the thesis' learned W_0) is left out. "
+        "RevAlg-1 is the same products with each D x D block at its diagonal's mean, keeping "
+        "Eq. 3.56's terms (keys on s_t'-1, queries on s_t, and the readout's s_t block: "
+        "table 3.1's L_reduced); its loss and the layer's are measured on 256 sequences of "
+        "their own. Every lambda (Eq. 3.55) is logged too (final/weights/revalg_full_loss). "
         + _TOKENS_NOTE,
         figure=TableFigure(
             f"{_CH3}: a trained linear-attention layer and one GD step, by time step",

@@ -50,3 +50,44 @@ def mesa_gd_cosine(readout: Tensor, projections: Tensor, values: Tensor,
     return abs(torch.nn.functional.cosine_similarity(trained.flatten(), built.flatten(),
                                                      dim=0).item())  # fmt: skip
 
+
+
+def block_means(matrix: Tensor, dim: int) -> Tensor:
+    """``matrix`` [..., a dim, b dim] with each dim x dim block replaced by the mean of its
+    diagonal times the identity: the constant block diagonals the thesis reads off trained
+    weights (sec. 3.7.3.1, Eq. 3.55)."""
+    rows, cols = matrix.shape[-2] // dim, matrix.shape[-1] // dim
+    blocks = matrix.unflatten(-1, (cols, dim)).unflatten(-3, (rows, dim))  # [..., r, d, c, d]
+    means = blocks.diagonal(dim1=-3, dim2=-1).mean(-1)  # [..., r, c]
+    eye = torch.eye(dim, dtype=matrix.dtype, device=matrix.device)
+    return torch.einsum("...rc,ij->...ricj", means, eye).flatten(-2).flatten(-3, -2)
+
+
+def algorithm_predict(readout: Tensor, bias: Tensor, writes: Tensor, forms: Tensor,
+                      tokens: Tensor) -> Tensor:  # fmt: skip
+    """Predictions ``[B, T, O]`` of R e_t + b + sum_h W_h sum_{t' <= t} e_t' (e_t'^T M_h e_t)
+    for tokens ``[B, T, E]``: the single layer's function (W_h = R P_h V_h, M_h = K_h^T
+    Q_h), or, on their block means, RevAlg-1 (thesis Eq. 3.55)."""
+    scores = torch.einsum("nsb,hbc,ntc->hnts", tokens, forms, tokens)  # e_t'^T M_h e_t
+    causal = torch.ones(tokens.shape[1], tokens.shape[1], device=tokens.device).tril()
+    mixed = torch.einsum("hnts,ts,hoa,nsa->nto", scores, causal, writes, tokens)
+    return tokens @ readout.T + bias + mixed
+
+
+def revalg_weights(readout: Tensor, projections: Tensor, values: Tensor, keys: Tensor,
+                   queries: Tensor, dim: int,
+                   reduced: bool = False) -> tuple[Tensor, Tensor, Tensor]:  # fmt: skip
+    """RevAlg-1's (R, W_h, M_h): the layer's readout, writes and forms with each dim x dim
+    block at its diagonal's mean (Eq. 3.55: every lambda; the readout's blocks are the
+    thesis' initial prediction). ``reduced``: Eq. 3.56, one GD step on the mesa-objective
+    from W_0 = lambda_1 I: only the terms whose key reads s_t'-1 and whose query reads s_t
+    (lambda_A,3 and lambda_A,4), and the readout's s_t block (table 3.1's L_reduced)."""
+    writes = torch.einsum("oe,hef,hfa->hoa", readout, projections, values)
+    forms = torch.einsum("hkb,hkc->hbc", keys, queries)
+    readout, writes, forms = (block_means(w, dim) for w in (readout, writes, forms))
+    if reduced:
+        kept = torch.zeros_like(forms)
+        kept[:, dim:, :dim] = forms[:, dim:, :dim]  # key s_t'-1, query s_t
+        forms = kept
+        readout = torch.cat([readout[:, :dim], torch.zeros_like(readout[:, dim:])], dim=1)
+    return readout, writes, forms

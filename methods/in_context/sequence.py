@@ -15,7 +15,7 @@ from torch import Tensor, nn
 
 from mesabench_core import ConfigError, IncompatibleSetting, param
 from mesabench_datasets.tasks import Problem, TaskBatch, TaskSource, seeded_generator
-from methods.analyses.mesa_structure import mesa_gd_cosine
+from methods.analyses.mesa_structure import algorithm_predict, mesa_gd_cosine, revalg_weights
 from methods.analyses.probes import is_autoregressive_regression, probe_analysis
 from methods.analyses.repurpose import repurposing_scores
 from methods.analyses.sensitivity import previous_share, sensitivity_norms
@@ -236,6 +236,7 @@ class SequenceLearner(InContextMethod):
                 final["final/weights/mesa_gd_cosine"] = mesa_gd_cosine(
                     self.model.readout.weight, first.projection, first.value, first.key,
                     first.query)
+                final.update(self.revalg_losses(source, first, seed))
         if isinstance(first, CausalSoftmaxAttention):
             batch = source.sample(analysis_tasks(self, 256),
                                   seeded_generator(_COPY_ROLE, seed, device=self.device))
@@ -257,6 +258,30 @@ class SequenceLearner(InContextMethod):
         c = self.config
         return (c.mixer == "linear" and c.layers == 1 and c.first_layer == "same"
                 and c.tokens == "constructed" and not c.embed and not c.layernorm)  # fmt: skip
+
+    def revalg_losses(self, source: TaskSource, layer: CausalMixer, seed: int) -> dict[str, float]:
+        """The layer's loss and RevAlg-1's on the same sequences (its products at their
+        block diagonals' means: Eq. 3.56's reduced terms, and Eq. 3.55's all): how fully
+        the reverse-engineered algorithm describes the layer (thesis Fig. 3.2B, table
+        3.1)."""
+        batch = source.sample(analysis_tasks(self, 256),
+                              seeded_generator(_REVALG_ROLE, seed, device=self.device))
+        tokens = self.input_tokens(batch.query_x)
+        readout = self.model.readout
+
+        def loss(pred: Tensor) -> float:
+            return per_task_loss(pred, batch.query_y, self.problem.loss).mean().item()
+
+        def revalg(reduced: bool) -> float:
+            weights = revalg_weights(readout.weight, layer.projection, layer.value, layer.key,
+                                     layer.query, tokens.shape[-1] // 2, reduced)  # fmt: skip
+            return loss(algorithm_predict(weights[0], readout.bias, *weights[1:], tokens))
+
+        return {
+            "final/weights/layer_loss": loss(readout(layer(tokens))),
+            "final/weights/revalg_loss": revalg(reduced=True),
+            "final/weights/revalg_full_loss": revalg(reduced=False),
+        }
 
     def first_output(self, sequence: Tensor) -> Tensor:
         """The first layer's outputs (residual included, as the thesis measures them)
@@ -284,6 +309,8 @@ class SequenceLearner(InContextMethod):
 
 #: Seed role of the copy analysis' sequences (apart from training, validation and test).
 _COPY_ROLE = 8
+#: Seed role of RevAlg-1's sequences.
+_REVALG_ROLE = 10
 #: Sequences (of the copy analysis') whose Jacobians the sensitivity reads (~0.1 GB of
 #: forward-mode intermediates each on a 7-layer hybrid's first layer).
 _SENSITIVITY_SEQUENCES = 32
