@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -105,19 +106,17 @@ def test_rows_of_a_plugin_whose_code_changed_are_not_pooled(store, capsys):
 
 
 def test_a_built_in_cell_run_again_with_other_code_is_kept_in_a_row_of_its_own(store, capsys):
-    """Built-ins record the `methods` package's digest as plugins record theirs. A cell run
+    """Built-ins record their code's digest as plugins record theirs. A cell run
     with one code and again with another (a bundle made at another commit, or a run from
     before digests, '') is not a repeat to drop: each code keeps its run, in its own row."""
     from mlflow.tracking import MlflowClient
 
-    import methods
     from benchmarks.catalog.installed import code_digest, method_entry
 
     client = MlflowClient(tracking_uri=store)
     here = fake_run(store, "maml", 0, {"final/test_loss": 0.5})
     installed = code_digest(method_entry("maml").cls)
     assert client.get_run(here).data.tags["mesabench.method_code"] == installed
-    assert installed == code_digest(type("Probe", (), {"__module__": methods.__name__}))
     older = fake_run(store, "maml", 0, {"final/test_loss": 0.9})
     client.delete_tag(older, "mesabench.method_code")  # as recorded before digests
     board = leaderboard_json(store, capsys)
@@ -293,3 +292,33 @@ def test_rows_not_significantly_worse_than_the_best_are_marked(store, capsys):
     assert main(["leaderboard", "--tracking-uri", store, "--format", "markdown"]) == 0
     text = capsys.readouterr().out
     assert "| 2 ≈1 | fomaml" in text and "≈1 = not significantly worse than rank 1" in text
+
+
+def test_a_built_ins_digest_covers_what_it_imports_and_nothing_else(tmp_path):
+    """A built-in's code is its module and the modules of `methods` it imports, at any
+    depth (inside functions too), not the package's registering __init__ files: an edit to
+    an in-context learner leaves MAML's digest, and its runs' rows, as they were."""
+    import hashlib
+
+    import methods
+    from benchmarks.catalog.installed import _imported_closure, code_digest, method_entry
+
+    package = tmp_path / "probe_pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("from probe_pkg import a, d  # registers\n")
+    (package / "a.py").write_text("import os\n\ndef f():\n    from probe_pkg.b import g\n")
+    (package / "b.py").write_text("from probe_pkg import c\nimport probe_pkg.missing\n")
+    (package / "c.py").write_text("")
+    (package / "d.py").write_text("")
+    assert [p.name for p in _imported_closure("probe_pkg.a", package)] == ["a.py", "b.py",
+                                                                          "c.py"]
+    root = Path(methods.__file__).parent
+    maml = method_entry("maml").cls
+    closure = [p.relative_to(root).as_posix() for p in _imported_closure(maml.__module__, root)]
+    assert {"gradient/maml.py", "gradient/inner_loop.py", "api.py"} <= set(closure)
+    assert not [name for name in closure if name.startswith(("in_context/", "analyses/"))]
+    assert "__init__.py" not in {Path(name).name for name in closure}
+    digest = hashlib.sha256()
+    for name in sorted(closure):
+        digest.update(f"{name}\0".encode() + (root / name).read_bytes())
+    assert code_digest(maml) == digest.hexdigest()[:16]

@@ -16,6 +16,7 @@ reported with its name and the reason; every other method still works.
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import functools
 import hashlib
@@ -186,13 +187,18 @@ def load_plugins() -> list[str]:
 
 @functools.cache
 def code_digest(cls: type) -> str:
-    """SHA-256 (16 hex digits) of the Python source of the package that defines ``cls``:
-    every ``.py`` file under its top-level package, by relative path (the module's own
-    file for a top-level module; ``methods`` for a built-in). Every run records it, so that
-    rows of runs made with different code under one version number are never pooled."""
+    """SHA-256 (16 hex digits) of the Python source that defines ``cls``, by relative path.
+    A plugin: every ``.py`` file under its top-level package (the module's own file for a
+    top-level module). A built-in: its module and every module of ``methods`` it imports,
+    at any depth (:func:`_imported_closure`), so that an edit to one learner leaves the
+    others' runs poolable. Every run records it, so that rows of runs made with different
+    code under one version number are never pooled."""
     top = sys.modules.get(cls.__module__.split(".")[0])
     folders = [Path(p) for p in getattr(top, "__path__", [])]
-    if folders:
+    if cls.__module__.startswith(f"{BUILT_IN_PACKAGE}.") and folders:
+        files = [(path.relative_to(folders[0]), path)
+                 for path in _imported_closure(cls.__module__, folders[0])]  # fmt: skip
+    elif folders:
         files = [(f.relative_to(folder), f) for folder in folders
                  for f in sorted(folder.rglob("*.py"))]  # fmt: skip
     else:
@@ -203,6 +209,37 @@ def code_digest(cls: type) -> str:
         digest.update(f"{name.as_posix()}\0".encode())
         digest.update(path.read_bytes())
     return digest.hexdigest()[:16]
+
+
+#: The package of the built-in methods.
+BUILT_IN_PACKAGE = "methods"
+
+
+def _imported_closure(module: str, root: Path) -> list[Path]:
+    """The files of ``module`` (under the package folder ``root``) and of every module of
+    the package its source imports (at the top or inside a function), transitively. The
+    package's ``__init__`` files are left out: they only register and re-export (the
+    top one imports every learner)."""
+
+    def file_of(name: str) -> Path | None:
+        parts = name.split(".")[1:]
+        path = root.joinpath(*parts).with_suffix(".py") if parts else None
+        return path if path is not None and path.is_file() else None
+
+    found: dict[str, Path] = {}
+    todo = [module]
+    while todo:
+        name = todo.pop()
+        path = file_of(name)
+        if name in found or path is None:
+            continue
+        found[name] = path
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                todo += [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                todo += [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
+    return [found[name] for name in sorted(found)]
 
 
 def method_entry(name: str) -> MethodEntry:

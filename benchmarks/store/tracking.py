@@ -240,8 +240,8 @@ class MlflowTracker:
             log.warning("%s: %s", plan.benchmark, finding)
         if findings:
             tags[LINT_TAG] = json.dumps(findings)
-        # Which code ran, not only the suite's version (built-ins: the `methods` package;
-        # a plugin: its own): a board never pools runs whose code differs.
+        # Which code ran, not only the suite's version (a built-in: the modules it imports;
+        # a plugin: its package): a board never pools runs whose code differs.
         tags["mesabench.method_code"] = code_digest(method_entry(plan.method_name).cls)
         tags.update(source_tags())
         revision = git_revision()
