@@ -83,3 +83,39 @@ def test_a_probe_finds_the_gd_step_after_the_layer_that_computes_it_and_not_befo
     # linear probe cannot take it out; it is small beside the target (norm ~ t |s|^3).
     assert after > 0.998
     assert before < 0.1  # a cubic function of the inputs: a linear probe misses it
+
+
+def test_implicit_target_probing_is_the_ridge_prediction_where_the_inverse_term_is_read():
+    """Where a layer's tokens hold R_t s_t exactly, the implicit target probe (thesis Fig.
+    3.13) predicts (sum s_t' s_t'-1^T) R_t s_t: ridge regression's prediction, at its fitted
+    eta, recomputed here; on the input tokens it does worse, and the GD step's loss is that
+    of the step at its fitted rate."""
+    from methods.analyses.probes import implicit_targets, transition_moments
+
+    dim = 3
+    source = LinDynConfig(dim=dim, length=15).build()
+    batches = [source.sample(200, seeded_generator(role)) for role in (4, 5)]
+    draws = []
+    for batch in batches:
+        x = batch.query_x.double()
+        targets = {"next_state": batch.query_y.double(), **probe_targets(x)}
+        draws.append(([constructed_tokens(x), targets["inverse_term"]], targets))
+    got = implicit_targets(draws, tuple(b.query_x.double() for b in batches), dim)
+
+    def predicted(batch, targets, name):
+        moments = transition_moments(batch.query_x.double())
+        if name == "gd_step":
+            return targets["gd_step"][:, dim:]
+        return (moments @ targets["inverse_term"][..., None])[..., 0][:, dim:]
+
+    for name, key in (("inverse_term", "final/probe/implicit_loss_layer1"),
+                      ("gd_step", "final/probe/implicit_gd_loss")):
+        fit = predicted(batches[0], draws[0][1], name).reshape(-1, dim)
+        truth = draws[0][1]["next_state"][:, dim:].reshape(-1, dim)
+        eta = (fit * truth).sum() / fit.pow(2).sum()
+        test = predicted(batches[1], draws[1][1], name).reshape(-1, dim)
+        target = draws[1][1]["next_state"][:, dim:].reshape(-1, dim)
+        assert got[key] == pytest.approx(float(0.5 * (eta * test - target).pow(2).sum(-1).mean()),
+                                         rel=1e-6)  # fmt: skip
+    assert got["final/probe/implicit_loss_layer0"] > got["final/probe/implicit_loss_layer1"]
+    assert got["final/probe/implicit_loss_best"] == got["final/probe/implicit_loss_layer1"]

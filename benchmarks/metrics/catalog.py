@@ -231,6 +231,14 @@ _IN_CONTEXT = [
      "ends non-finite (51: not within 50)"),
     (r"final/probe/(\w+)_layer(\d+)", None,
      "held-out R^2 of a linear probe for the {0} on the tokens after layer {1}"),
+    # Declared after the probes' R^2 above: later declarations win.
+    (r"final/probe/implicit_loss_layer(\d+)", "lower",
+     "loss of the implicit target probe after layer {0} (thesis Fig. 3.13: the inverse-term "
+     "probe times eta sum s_t' s_t'-1^T)"),
+    (r"final/probe/implicit_loss_best", "lower",
+     "loss of the implicit target probe at its best layer"),
+    (r"final/probe/implicit_gd_loss", None,
+     "loss of one GD step (rate fitted) on the implicit probe's positions"),
     (r"final/copy/previous_attention", None,
      "mean attention weight of the first softmax layer on the previous position"),
     (r"final/copy/loss_learned", "lower", "loss of the stack as trained, on the copy test's "

@@ -409,6 +409,19 @@ def _hybrids() -> Table:
              cite=f"{_COPY_CITE}; a sanity check, which a trained hybrid hardly fails"),
     )  # fmt: skip
     claims += tuple(_hybrid_probes(line))
+    # Implicit target probing (thesis Fig. 3.13A, the softmax-only model): the inverse probe
+    # times eta sum s_t' s_t'-1^T, at its best layer, against one GD step on the same
+    # positions (methods/analyses/probes.py).
+    gd_probe = "softmax-only (7 layers): one GD step on the implicit probe's positions"
+    claims += (
+        line(gd_probe, "causal_softmax", 7, False, metric="final/probe/implicit_gd_loss"),
+        line("softmax-only (7 layers): implicit target probe at its best layer below one GD "
+             "step (paired)", "causal_softmax", 7, False,
+             metric="final/probe/implicit_loss_best", versus=gd_probe, check="at_most",
+             cite="thesis Fig. 3.13A (caption: 'For full-fledged softmax-only Transformers, we "
+             "observe ... a gradual increase in probing performance across layers ..., where "
+             "we are able to outperform a step of gradient descent')"),
+    )  # fmt: skip
     claims += tuple(
         line(f"first layer: at least half its sensitivity to earlier states on s_t-1 ({name})",
              method, layers, hybrid, metric="final/copy/previous_share", sensitivity=True,

@@ -42,6 +42,12 @@ def probe_targets(sequence: Tensor, lam: float = INVERSE_TERM_LAM) -> dict[str, 
     }
 
 
+def transition_moments(sequence: Tensor) -> Tensor:
+    """``[B, T, D, D]``: sum_{t'<=t} s_t' s_{t'-1}^T at every position t (s_0 = 0)."""
+    previous = previous_states(sequence)
+    return torch.cumsum(sequence[..., :, None] * previous[..., None, :], dim=1)
+
+
 def fit_probe(features: Tensor, target: Tensor, ridge: float = PROBE_RIDGE) -> Tensor:
     """Ridge weights ``[F + 1, D]`` (the last row a bias) from ``[N, F]`` features to ``[N, D]``."""
     x = torch.cat([features, torch.ones_like(features[:, :1])], dim=1).double()
@@ -99,17 +105,59 @@ def probe_analysis(method, source, seed: int, sequences: int = 256) -> dict[str,
     if not is_autoregressive_regression(problem):
         return {}
     sequences = analysis_tasks(method, sequences)
-    draws = []
+    draws, inputs = [], []
     for role in (_FIT_ROLE, _SCORE_ROLE):
         batch = source.sample(sequences, seeded_generator(role, seed, device=method.device))
         with torch.no_grad():
             states = method.hidden_states(batch.query_x)
         targets = {"next_state": batch.query_y, **probe_targets(batch.query_x)}
         draws.append((states, targets))
+        inputs.append(batch.query_x)
     (fit_states, fit_targets), (test_states, test_targets) = draws
     final = {}
     for name in fit_targets:
         scores = probe_depths(fit_states, fit_targets[name], test_states, test_targets[name],
                               first_position=problem.output_dim)  # fmt: skip
         final.update({f"final/probe/{name}_layer{k}": r2 for k, r2 in enumerate(scores)})
+    final.update(implicit_targets(draws, tuple(inputs), problem.output_dim))
+    return final
+
+
+def implicit_targets(draws, sequences: tuple[Tensor, Tensor],
+                     first_position: int) -> dict[str, float]:  # fmt: skip
+    """Implicit target probing (thesis Fig. 3.13): at each depth the ``inverse_term`` probe's
+    output p_t, mapped by eta (sum_{t'<=t} s_t' s_{t'-1}^T) p_t into a prediction of s_{t+1}
+    (the least-squares prediction where p_t is exact and eta 1). Its loss (0.5 ||.||^2,
+    positions from ``first_position`` on) beside one GD step's on the same positions, eta
+    fitted for each by least squares on the fitting sequences (``sequences``: the fitting
+    and the scoring inputs). ``final/probe/implicit_loss_layer<k>``, ``implicit_loss_best``
+    (the best depth) and ``implicit_gd_loss``."""
+    (fit_states, fit_targets), (test_states, test_targets) = draws
+    moments = [transition_moments(x)[:, first_position:].double() for x in sequences]
+
+    def rows(t: Tensor) -> Tensor:
+        return t[:, first_position:].reshape(-1, t.shape[-1]).double()
+
+    def implied(weights: Tensor, states: Tensor, moment: Tensor) -> Tensor:
+        x = rows(states)
+        probed = torch.cat([x, torch.ones_like(x[:, :1])], dim=1) @ weights
+        probed = probed.reshape(*moment.shape[:2], -1)
+        return (moment @ probed[..., None])[..., 0].reshape(-1, probed.shape[-1])
+
+    def rate(prediction: Tensor, target: Tensor) -> float:
+        return float((prediction * target).sum() / prediction.pow(2).sum().clamp_min(1e-300))
+
+    def loss(prediction: Tensor, target: Tensor) -> float:
+        return float(0.5 * (prediction - target).pow(2).sum(-1).mean())
+
+    fit_next, test_next = rows(fit_targets["next_state"]), rows(test_targets["next_state"])
+    final, losses = {}, []
+    for k, (fit, test) in enumerate(zip(fit_states, test_states, strict=True)):
+        weights = fit_probe(rows(fit), rows(fit_targets["inverse_term"]))
+        eta = rate(implied(weights, fit, moments[0]), fit_next)
+        losses.append(loss(eta * implied(weights, test, moments[1]), test_next))
+        final[f"final/probe/implicit_loss_layer{k}"] = losses[-1]
+    final["final/probe/implicit_loss_best"] = min(losses)
+    eta = rate(rows(fit_targets["gd_step"]), fit_next)
+    final["final/probe/implicit_gd_loss"] = loss(eta * rows(test_targets["gd_step"]), test_next)
     return final
