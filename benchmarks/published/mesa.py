@@ -412,16 +412,24 @@ def _hybrids() -> Table:
     # Implicit target probing (thesis Fig. 3.13A, the softmax-only model): the inverse probe
     # times eta sum s_t' s_t'-1^T, at its best layer, against one GD step on the same
     # positions (methods/analyses/probes.py).
-    gd_probe = "softmax-only (7 layers): one GD step on the implicit probe's positions"
-    claims += (
-        line(gd_probe, "causal_softmax", 7, False, metric="final/probe/implicit_gd_loss"),
-        line("softmax-only (7 layers): implicit target probe at its best layer below one GD "
-             "step (paired)", "causal_softmax", 7, False,
-             metric="final/probe/implicit_loss_best", versus=gd_probe, check="at_most",
-             cite="thesis Fig. 3.13A (caption: 'For full-fledged softmax-only Transformers, we "
-             "observe ... a gradual increase in probing performance across layers ..., where "
-             "we are able to outperform a step of gradient descent')"),
-    )  # fmt: skip
+    implicit = (
+        ("softmax-only", "causal_softmax", False, "thesis Fig. 3.13A (caption: 'For "
+         "full-fledged softmax-only Transformers, we observe ... a gradual increase in probing "
+         "performance across layers ..., where we are able to outperform a step of gradient "
+         "descent')"),
+        ("hybrid-linear", "causal_lsa", True, "thesis Fig. 3.13B (caption: 'For the hybrid "
+         "model, we find similar results'; the hybrid of Fig. 3.12, softmax then linear "
+         "layers)"),
+    )
+    for name, method, first_softmax, cite in implicit:
+        gd_probe = f"{name} (7 layers): one GD step on the implicit probe's positions"
+        claims += (
+            line(gd_probe, method, 7, first_softmax, metric="final/probe/implicit_gd_loss"),
+            line(f"{name} (7 layers): implicit target probe at its best layer below one GD "
+                 "step (paired)", method, 7, first_softmax,
+                 metric="final/probe/implicit_loss_best", versus=gd_probe, check="at_most",
+                 cite=cite),
+        )  # fmt: skip
     claims += tuple(
         line(f"first layer: at least half its sensitivity to earlier states on s_t-1 ({name})",
              method, layers, hybrid, metric="final/copy/previous_share", sensitivity=True,
