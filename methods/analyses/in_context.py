@@ -32,7 +32,12 @@ from torch import Tensor
 from mesabench_datasets.tasks import TaskSource, seeded_generator
 from methods.analyses.sensitivity import neighbour_share, sensitivity_norms, with_sensitivity
 from methods.analyses.sizes import analysis_tasks
-from methods.analyses.step_alignment import step_alignment, step_references
+from methods.analyses.step_alignment import (
+    Steps,
+    reference_metrics,
+    reference_sums,
+    step_references,
+)
 from methods.api import EpisodicMethod
 from methods.common.losses import per_task_loss
 from methods.reference.algorithms import gd_token_predict, optimal_one_step_rate, ridge_predict
@@ -78,12 +83,9 @@ def analyse(method, source: TaskSource, log, seed: int) -> dict[str, float]:
         return {}
     began = time.perf_counter()
     final = gd_alignment(method, source, tasks=analysis_tasks(method, FIT_TASKS), seed=seed,
-                         rates=getattr(method.config, "align_rates", ()))  # fmt: skip
+                         rates=getattr(method.config, "align_rates", ()),
+                         references=step_references(method.config))  # fmt: skip
     final["final/align/wall_time_s"] = time.perf_counter() - began
-    references = step_references(method.config)
-    if references:
-        final.update(step_alignment(method, source, references, role=ANALYSIS,
-                                    tasks=analysis_tasks(method, FIT_TASKS), seed=seed))
     tasks = analysis_tasks(method, CURVE_TASKS)
     final.update(context_and_ood_curves(method, source, log, tasks=tasks, seed=seed))
     if getattr(source.config, "task_pool", 0):
@@ -111,6 +113,7 @@ def gd_alignment(
     chunk: int = 2000,
     eta: float | None = None,
     rates: tuple[float, ...] = (),
+    references: dict[str, Steps] | None = None,
 ) -> dict[str, float]:
     """Mean |y_model - y_GD|, mean ||s_model - s_GD||, mean cosine(s_model, s_GD) and both
     losses over ``tasks`` held-out tasks, GD one step from zero weights at ``eta`` (None:
@@ -119,7 +122,8 @@ def gd_alignment(
     ``sens_diff_rate{r:g}``). No cosine by rate: one step from zero weights has
     s_GD = (eta / N) sum_i y_i x_i, proportional to the rate, so the cosine is the same at
     every rate > 0 (the blog's "model similarity is converging to 1 for all GD learning
-    rates" holds by construction)."""
+    rates" holds by construction). ``references``: K-step GD / GD++ references the model is
+    also held to on the same tasks (:mod:`methods.analyses.step_alignment`)."""
     if eta is None:
         eta = fitted_gd_rate(source, method.device, tasks=tasks, seed=seed)
 
@@ -129,6 +133,8 @@ def gd_alignment(
     batch = source.sample(tasks, seeded_generator(ANALYSIS, seed, device=method.device))
     sums = torch.zeros(5, dtype=torch.float64)
     by_rate = torch.zeros(len(rates), 2, dtype=torch.float64)
+    references = references or {}
+    by_reference = {name: torch.zeros(2, dtype=torch.float64) for name in references}
     count = 0
     for start in range(0, tasks, chunk):
         part = batch.slice(start, start + chunk)
@@ -136,6 +142,9 @@ def gd_alignment(
             method.forward, part.support_x, part.support_y, part.query_x
         )
         pred_g, sens_g = with_sensitivity(gd, part.support_x, part.support_y, part.query_x)
+        for name, summed in reference_sums(references, part.support_x, part.support_y,
+                                           part.query_x, pred_m, sens_m).items():  # fmt: skip
+            by_reference[name] += summed
         for i, rate in enumerate(rates):
             # One step from zero weights predicts (rate / N) x_q . sum_i y_i x_i: its
             # prediction and sensitivity at any rate are the fitted rate's, scaled.
@@ -169,7 +178,7 @@ def gd_alignment(
     for rate, (pred_r, sens_r) in zip(rates, (by_rate / count).tolist(), strict=True):
         final[f"final/align/pred_diff_rate{rate:g}"] = pred_r
         final[f"final/align/sens_diff_rate{rate:g}"] = sens_r
-    return final
+    return {**final, **reference_metrics(by_reference, count)}
 
 
 INPUT_SCALES = (0.5, 0.75, 1.0, 1.5, 2.0)

@@ -19,22 +19,27 @@ import torch
 from torch import Tensor
 
 
+def products(readout: Tensor, projections: Tensor, values: Tensor, keys: Tensor,
+             queries: Tensor) -> tuple[Tensor, Tensor]:  # fmt: skip
+    """Per head, what the layer writes into the prediction, W_h = R P_h V_h [H, O, E], and
+    its bilinear form, M_h = K_h^T Q_h [H, E, E]: ``readout`` [O, E], ``projections``,
+    ``values`` [H, E, E], ``keys``, ``queries`` [H, k, E]."""
+    writes = torch.einsum("oe,hef,hfa->hoa", readout, projections, values)
+    return writes, torch.einsum("hkb,hkc->hbc", keys, queries)
+
+
 def layer_tensor(readout: Tensor, projections: Tensor, values: Tensor,
                  keys: Tensor, queries: Tensor) -> Tensor:  # fmt: skip
-    """T[o, a, b, c] of one layer (see the module's text): ``readout`` [O, E], per head
-    ``projections``, ``values`` [H, E, E], ``keys``, ``queries`` [H, k, E]."""
-    writes = torch.einsum("oe,hef,hfa->hoa", readout, projections, values)
-    forms = torch.einsum("hkb,hkc->hbc", keys, queries)
-    return torch.einsum("hoa,hbc->oabc", writes, forms)
+    """T[o, a, b, c] of one layer (see the module's text; arguments as :func:`products`)."""
+    return torch.einsum("hoa,hbc->oabc", *products(readout, projections, values, keys, queries))
 
 
 def mesa_gd_tensor(dim: int) -> Tensor:
     """T of one mesa-GD step from W = 0 at rate 1 on tokens (s_t, s_{t-1}) of ``dim``
     states each: T[o, o, dim + j, j] = 1."""
     built = torch.zeros(dim, 2 * dim, 2 * dim, 2 * dim)
-    for o in range(dim):
-        for j in range(dim):
-            built[o, o, dim + j, j] = 1.0
+    o, j = torch.arange(dim)[:, None], torch.arange(dim)[None, :]
+    built[o, o, dim + j, j] = 1.0
     return built
 
 
@@ -49,7 +54,6 @@ def mesa_gd_cosine(readout: Tensor, projections: Tensor, values: Tensor,
     built = symmetrised(mesa_gd_tensor(readout.shape[0])).to(trained)
     return abs(torch.nn.functional.cosine_similarity(trained.flatten(), built.flatten(),
                                                      dim=0).item())  # fmt: skip
-
 
 
 def block_means(matrix: Tensor, dim: int) -> Tensor:
@@ -82,8 +86,7 @@ def revalg_weights(readout: Tensor, projections: Tensor, values: Tensor, keys: T
     thesis' initial prediction). ``reduced``: Eq. 3.56, one GD step on the mesa-objective
     from W_0 = lambda_1 I: only the terms whose key reads s_t'-1 and whose query reads s_t
     (lambda_A,3 and lambda_A,4), and the readout's s_t block (table 3.1's L_reduced)."""
-    writes = torch.einsum("oe,hef,hfa->hoa", readout, projections, values)
-    forms = torch.einsum("hkb,hkc->hbc", keys, queries)
+    writes, forms = products(readout, projections, values, keys, queries)
     readout, writes, forms = (block_means(w, dim) for w in (readout, writes, forms))
     if reduced:
         kept = torch.zeros_like(forms)

@@ -1,7 +1,8 @@
 """A trained multi-layer model beside K steps of GD and of GD++ at given rates (thesis Figs.
 2.5-2.6, top right and lower left: the trained model "aligns much better with GD++ after
 training"): the mean |y_model - y_ref| and the mean cosine of the two sensitivities
-d y_hat / d x_q, on the analysis tasks.
+d y_hat / d x_q, on the analysis tasks, in the same pass as the alignment with one GD step
+(``in_context.gd_alignment``).
 
 The references' rates (and GD++'s gammas) come from the run's settings (``align_gd_etas``,
 ``align_gdpp_etas``, ``align_gdpp_gammas``): a table passes the optima it derived by
@@ -14,7 +15,6 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from mesabench_datasets.tasks import TaskSource, seeded_generator
 from methods.analyses.sensitivity import with_sensitivity
 from methods.reference.algorithms import gd_token_predict
 
@@ -39,26 +39,25 @@ def step_references(config) -> dict[str, Steps]:
     return found
 
 
-def step_alignment(method, source: TaskSource, references: dict[str, Steps], tasks: int,
-                   role: int, seed: int = 0, chunk: int = 2000) -> dict[str, float]:  # fmt: skip
-    """``final/align/{name}_pred_diff`` and ``{name}_sens_cosine`` for each reference, on
-    ``tasks`` tasks drawn with the seed ``role`` (the caller's analysis tasks)."""
-    batch = source.sample(tasks, seeded_generator(role, seed, device=method.device))
-    sums = {name: torch.zeros(2, dtype=torch.float64) for name in references}
-    count = 0
-    for start in range(0, tasks, chunk):
-        part = batch.slice(start, start + chunk)
-        context = part.support_x, part.support_y, part.query_x
-        pred_m, sens_m = with_sensitivity(method.forward, *context)
-        for name, (etas, gammas) in references.items():
-            def reference(sx, sy, qx, etas=etas, gammas=gammas):
-                return gd_token_predict(sx, sy, qx, etas.to(sx),
-                                        None if gammas is None else gammas.to(sx))
+def reference_sums(references: dict[str, Steps], sx: Tensor, sy: Tensor, qx: Tensor,
+                   pred_m: Tensor, sens_m: Tensor) -> dict[str, Tensor]:  # fmt: skip
+    """For each reference: the summed |y_model - y_ref| and the summed sensitivity cosine
+    over the queries of one chunk of tasks, given the model's predictions and sensitivities
+    there (computed once, by the caller's alignment with one GD step)."""
+    sums = {}
+    for name, (etas, gammas) in references.items():
+        def reference(a, b, c, etas=etas, gammas=gammas):
+            return gd_token_predict(a, b, c, etas.to(a), None if gammas is None else gammas.to(a))
 
-            pred_r, sens_r = with_sensitivity(reference, *context)
-            cosine = torch.nn.functional.cosine_similarity(sens_m, sens_r, dim=-1)
-            sums[name] += torch.stack([(pred_m - pred_r).abs().sum(), cosine.sum()]).double().cpu()
-        count += pred_m[..., 0].numel()
+        pred_r, sens_r = with_sensitivity(reference, sx, sy, qx)
+        cosine = torch.nn.functional.cosine_similarity(sens_m, sens_r, dim=-1)
+        sums[name] = torch.stack([(pred_m - pred_r).abs().sum(), cosine.sum()]).double().cpu()
+    return sums
+
+
+def reference_metrics(sums: dict[str, Tensor], count: int) -> dict[str, float]:
+    """``final/align/{name}_pred_diff`` and ``{name}_sens_cosine``: the sums over ``count``
+    queries, as means."""
     final = {}
     for name, total in sums.items():
         pred_diff, cosine = (total / count).tolist()
