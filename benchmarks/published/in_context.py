@@ -896,7 +896,9 @@ def _ablations() -> Table:
         "(methods.analyses.in_context.head_cancellation). Two of three cpu seeds show the "
         "paper's picture (cosine -0.98, the sum's off-diagonal share 0.03-0.04 against "
         "0.16-0.22 per head); seed 0 ends at a loss of 0.39 (0.29, 0.22 for the others) with "
-        "heads that do not cancel: the seed-dependent training App. A.11 describes.",
+        "heads that do not cancel: a seed-dependent outcome of training (App. A.11 "
+        "describes seed-dependent instabilities of linear single-head layers, which two heads "
+        "mitigate; it says nothing of softmax heads).",
         figure=TableFigure(
             "ICML'23 sec. 4 and App. A.9, thesis App. 2.6.5: variants, and the repeated layer",
             (

@@ -64,6 +64,9 @@ class RunRecord:
     tags: Mapping[str, str]
     metrics: Mapping[str, float]
     stale: bool = False
+    #: The method's code digest ('' for runs recorded before every run had one); a field,
+    #: not a lookup in the tags, as a board keys every run by it.
+    code: str = ""
 
     def group_value(self, key: str) -> str:
         if key == "method":
@@ -87,11 +90,6 @@ class RunRecord:
     def evaluation(self) -> bool:
         """Whether the run scores a saved learner (``evaluate``) rather than training one."""
         return "evaluation.learner_from" in self.params
-
-    @property
-    def code(self) -> str:
-        """The method's code digest ('' for runs recorded before every run had one)."""
-        return self.tags.get(CODE_TAG, "")
 
     @functools.cached_property
     def setting(self) -> tuple[tuple[str, str], ...]:
@@ -175,6 +173,8 @@ class LeaderboardRow:
     _seed_list: list[int] = field(default_factory=list, repr=False, compare=False)
     _ids: list[str] = field(default_factory=list, repr=False, compare=False)
     _one_per_seed: bool = field(default=False, repr=False, compare=False)
+    #: The protocol linter's findings (benchmarks.results.linter), once computed.
+    _findings: list[str] | None = field(default=None, repr=False, compare=False)
 
     @property
     def seeds(self) -> list[int]:

@@ -31,10 +31,12 @@ import json
 import logging
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timezone
+from operator import attrgetter
 
 from benchmarks.catalog.references import ReferenceRow, references_for
 from benchmarks.metrics import catalog as metric_catalog
 from benchmarks.results.board import (
+    CODE_TAG,
     COMPARED_SECTIONS,
     DEFAULTS_TAG,
     GROUP_KEYS,
@@ -47,7 +49,7 @@ from benchmarks.results.board import (
 )
 from benchmarks.results.multiple_tests import holm, seeds_for_power
 from benchmarks.results.statistics import CONFIDENCE, PairedTest, paired_t_test
-from benchmarks.store.bulk import metric_names, param_keys
+from benchmarks.store.bulk import metric_names, param_keys, plain_params
 from benchmarks.store.lifecycle import is_stale
 from benchmarks.store.reader import (
     RUN_LOCAL_SETTINGS,
@@ -75,6 +77,7 @@ def _record(run: StoredRun) -> RunRecord:
         tags=tags,
         metrics=run.metrics,
         stale=is_stale(run.status, tags, run.start_ms),
+        code=tags.get(CODE_TAG, ""),
     )
 
 
@@ -132,7 +135,7 @@ def _config_keys(rows: Sequence[LeaderboardRow]) -> list[str]:
     method (another method's config has other fields).
     """
     keys: set[str] = set()
-    params = [(row.method, row.runs[0].params) for row in rows if row.runs]
+    params = [(row.method, plain_params(row.runs[0].params)) for row in rows if row.runs]
     every = set().union(*(p for _, p in params)) if params else set()
     for key in filter(is_setting, every):
         if key.startswith("method."):
@@ -246,9 +249,17 @@ def _place_references(
 def _rows(runs: Sequence[RunRecord], group_by: Sequence[str]) -> list[LeaderboardRow]:
     """Runs grouped into rows by ``group_by`` (and a method's code: never pooled across)."""
     groups: dict[tuple[str, ...], LeaderboardRow] = {}
-    for run in sorted(runs, key=lambda r: (r.start_time, r.run_id)):
-        key = (*(run.group_value(k) for k in group_by), run.code)
-        groups.setdefault(key, LeaderboardRow(run.method)).runs.append(run)
+    if all(k in GROUP_KEYS for k in group_by):  # the usual grouping: fields, read in C
+        key_of = attrgetter(*group_by, "code")
+    else:
+        def key_of(run: RunRecord) -> tuple[str, ...]:
+            return (*(run.group_value(k) for k in group_by), run.code)
+    for run in sorted(runs, key=attrgetter("start_time", "run_id")):
+        key = key_of(run)
+        row = groups.get(key)
+        if row is None:
+            row = groups[key] = LeaderboardRow(run.method)
+        row.runs.append(run)
     rows = list(groups.values())
     for row in rows:
         # A grouping without the method pools methods: the row names every one it pools.

@@ -18,7 +18,15 @@ from benchmarks.results.board import Leaderboard, LeaderboardRow
 
 
 def row_findings(row: LeaderboardRow) -> list[str]:
-    """What is wrong with one row's protocol (empty: nothing)."""
+    """What is wrong with one row's protocol (empty: nothing). Kept on the row: its runs are
+    fixed once it is built, and a board asks for each row's findings to print them and to
+    write them into the row."""
+    if row._findings is None:
+        row._findings = _findings(row)
+    return list(row._findings)
+
+
+def _findings(row: LeaderboardRow) -> list[str]:
     if row.is_reference:
         if not row.reference.settings:
             return [f"reference {row.reference.source}: declares none of the settings it "

@@ -30,6 +30,15 @@ class SharedParams(Mapping[str, str]):
     def __getitem__(self, key: str) -> str:
         return self.own[key] if key in self.own else self.shared[key]
 
+    # Mapping's own get and ``in`` go through __getitem__ and a raised KeyError for each
+    # key a run lacks (a board asks every run for ``evaluation.*``): dict lookups instead.
+    def __contains__(self, key: object) -> bool:
+        return key in self.own or key in self.shared
+
+    def get(self, key: str, default=None):
+        own = self.own
+        return own[key] if key in own else self.shared.get(key, default)
+
     def __iter__(self):
         yield from self.own
         yield from (k for k in self.shared if k not in self.own)
@@ -39,6 +48,14 @@ class SharedParams(Mapping[str, str]):
 
     def __repr__(self) -> str:
         return repr(dict(self))
+
+
+def plain_params(params: Mapping[str, str]) -> Mapping[str, str]:
+    """``params`` as a plain dict where it is one configuration's shared mapping with no
+    run-local settings on top (what a board reads of one run per row, key by key)."""
+    if isinstance(params, SharedParams) and not params.own:
+        return params.shared
+    return params
 
 
 class ConfigParams(dict):

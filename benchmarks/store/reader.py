@@ -41,6 +41,8 @@ log = logging.getLogger("mesabench")
 
 #: Page size for server reads (MLflow's largest allowed for a run search).
 PAGE = 50_000
+#: The configuration a run belongs to: runs of one share its plan's tags and params.
+CONFIG_TAG = "mesabench.config_hash"
 #: A ``tune`` run's role (JSON: a trial, or the selected configuration and its budget).
 TUNING_TAG = "mesabench.tuning"
 #: The method settings a preset or the user chose (``RunPlan.departures``), as a JSON
@@ -366,9 +368,19 @@ class SqliteReader:
             # Each distinct value once with its runs, in the (key, value, run_uuid) index's
             # order (STORE_INDEXES): ~10x fewer rows into Python than one per run and tag.
             query = "SELECT value, group_concat(run_uuid) FROM tags WHERE key = ? GROUP BY value"
+        # A tag with one value that every run has (a suite version, a benchmark's headline,
+        # often a code digest) is left to each configuration's carrier, which has it too:
+        # not handed to 100,000 runs one dict at a time. The config hash, which finds the
+        # carrier, stays each run's.
+        common: set[str] = set()
         for key in sorted({*RUN_TAGS, *only.tag_keys}):
             key = intern(key)
-            for value, run_ids in connection.execute(query, (key, *args) if by_id else (key,)):
+            groups = connection.execute(query, (key, *args) if by_id else (key,)).fetchall()
+            if (key != CONFIG_TAG and len(groups) == 1
+                    and own.keys() <= set(groups[0][1].split(","))):  # fmt: skip
+                common.add(key)
+                continue
+            for value, run_ids in groups:
                 value = text(value)
                 for run_id in run_ids.split(","):
                     bucket = bucket_of(run_id)
@@ -413,15 +425,15 @@ class SqliteReader:
         columns = MetricColumns(self._connect, own, self.few_runs)
         for name in sorted(extra):
             for run_id in columns.column(name):
-                config = own[run_id].get("mesabench.config_hash", run_id)
+                config = own[run_id].get(CONFIG_TAG, run_id)
                 names[carrier[config]].add(intern(name))
         tuples: dict[tuple, tuple] = {}  # one tuple per distinct set of metric names
         metric_names = {config: tuples.setdefault(t, t) for config, run_id in carrier.items()
                         for t in [tuple(sorted(names[run_id]))]}  # fmt: skip
-        own_keys = OWN_TAGS | only.tag_keys
+        own_keys = (OWN_TAGS | only.tag_keys) - common
         runs = []
         for run_id, name, status, start in rows:
-            config = own[run_id].get("mesabench.config_hash", run_id)
+            config = own[run_id].get(CONFIG_TAG, run_id)
             # A run not FINISHED had every suite tag of its own read: none is another run's.
             shared_tags = config_tags[carrier[config]] if status == "FINISHED" else {}
             runs.append(StoredRun(
@@ -488,7 +500,7 @@ def _carriers(rows: list[tuple], tags: Mapping[str, Mapping[str, str]]) -> dict[
     (it logged them all); a run without a config hash (a sweep's parent) carries its own."""
     carrier: dict[str, str] = {}
     for run_id, *_ in sorted(rows, key=lambda r: r[2] != "FINISHED"):
-        carrier.setdefault(tags[run_id].get("mesabench.config_hash", run_id), run_id)
+        carrier.setdefault(tags[run_id].get(CONFIG_TAG, run_id), run_id)
     return carrier
 
 
