@@ -9,7 +9,7 @@ from methods.api import ContinualMethod, EpisodicMethod, Method, MethodConfig, O
 # its class).
 from methods.continual import baselines, lamaml, online  # noqa: F401
 from methods.gradient import maml  # noqa: F401
-from methods.in_context import regression, sequence, ssm  # noqa: F401
+from methods.in_context import references, regression, sequence, ssm  # noqa: F401
 from methods.peers import avalanche, l2l  # noqa: F401
 from methods.registry import METHODS, register_method
 

@@ -525,9 +525,72 @@ def test_the_sine_control_and_the_trained_model_start_from_the_same_mlp():
         assert torch.equal(a, b), name
 
 
+def test_a_twin_control_starts_from_the_models_weights_and_trains_on_its_batches():
+    """thesis Fig. 2.8 (``twin_control``): the control twin is the same network with the
+    layer fixed to the GD construction, its embedding and MLP the model's own at the start
+    (the same draws: the run's later draws as without a twin), stepped on every batch the
+    model is, and saved with it (checkpoints and the best-validated state hold both)."""
+    torch.manual_seed(3)
+    method = _sine_method(twin_control="true")
+    after_twin = torch.rand(1)
+    torch.manual_seed(3)
+    alone = _sine_method()
+    assert torch.equal(torch.rand(1), after_twin)  # the twin took no draw from the run
+    twin = method.twin
+    for (name, a), b in zip(method.model.tokens.state_dict().items(),
+                            twin.model.tokens.state_dict().values(), strict=True):  # fmt: skip
+        assert torch.equal(a, b) and torch.equal(a, alone.model.tokens.state_dict()[name]), name
+    assert twin.config.construction == "gd" and twin.twin is None
+    assert method.num_parameters() == alone.num_parameters()  # the twin is not the model's
+    source = plan_run("lsa", "sinusoid-icl", overrides=SINE_NETWORK, device="cpu").source
+    batch = source.sample(4, seeded_generator(1, 2, 3))
+    before = twin.model.tokens.embed.weight.clone()
+    method.meta_train_step(batch)
+    assert twin.steps_taken == method.steps_taken == 1
+    assert not torch.equal(before, twin.model.tokens.embed.weight)
+    state = method.state_dict()
+    other = _sine_method(twin_control="true")
+    other.load_state_dict(state)
+    assert torch.equal(other.twin.model.rate, twin.model.rate)
+    assert torch.equal(other.twin.model.tokens.embed.weight, twin.model.tokens.embed.weight)
+
+
+def test_a_model_that_is_its_twin_differs_from_it_by_nothing_and_a_moved_one_does():
+    """The comparison's known answer: a trained layer set to the twin's construction at its
+    rate (Prop. 1: the 1/N inside the projection), with the twin's MLP, predicts what the
+    twin does, before and after attention and in its input-gradients; moving the model's
+    MLP moves all three; the relative difference is its formula."""
+    from methods.analyses.twin import relative_difference, twin_comparison
+
+    method = _sine_method(twin_control="true")
+    twin = method.twin
+    with torch.no_grad():
+        twin.model.rate.fill_(0.8)
+    method.model.tokens.load_state_dict(twin.model.tokens.state_dict())
+    source = plan_run("lsa", "sinusoid-icl", overrides=SINE_NETWORK, device="cpu").source
+    shots = source.sample(1, seeded_generator(0)).support_x.shape[1]
+    features = method.model.tokens.embed.out_features - 1
+    for name, weights in gd_construction(features, 0.8, shots).items():
+        getattr(method.model.blocks[0].attention, name).data.copy_(weights)
+    same = twin_comparison(method, twin, source, seed=0)
+    for key in ("init_rel_diff", "pred_rel_diff", "sens_rel_diff"):
+        assert same[f"final/twin/{key}"] < 1e-5, key
+    assert same["final/twin/model_loss"] == pytest.approx(same["final/twin/control_loss"],
+                                                          rel=1e-5)
+    with torch.no_grad():
+        method.model.tokens.mlp[2].bias.add_(0.5)
+    moved = twin_comparison(method, twin, source, seed=0)
+    for key in ("init_rel_diff", "pred_rel_diff"):
+        assert moved[f"final/twin/{key}"] > 0.05, key
+    a, b = torch.tensor([[[3.0, 4.0]], [[0.0, 0.0]]]), torch.tensor([[[0.0, 0.0]], [[6.0, 8.0]]])
+    assert relative_difference(a, b) == pytest.approx((5 + 10) / 2 / ((0 + 10) / 2))
+
+
 @pytest.mark.parametrize(("settings", "message"), [
     ({"embed": "40"}, "embed and token_embed are two embeddings: set embed=0 with token_embed"),
     ({"construction": "gd", "layers": "2"}, "construction gd is one plain layer of one head"),
+    ({"twin_control": "true", "construction": "gd"}, "twin_control trains construction gd's"),
+    ({"twin_control": "true", "mlp": "8"}, "twin_control trains construction gd's"),
 ])  # fmt: skip
 def test_the_sine_networks_settings_are_refused_where_they_cannot_work(settings, message):
     from mesabench_core import ConfigError

@@ -791,6 +791,7 @@ def test_mesa_tables_label_what_the_thesis_states_and_what_is_the_suites():
         *(f"mesa, plain prompt, {n} pairs: above end-of-pair (paired)" for n in (2, 5, 10, 15)),
         *(f"first layer: at least half its sensitivity to earlier states on s_t-1 ({model})"
           for model in ("hybrid-mesa", "hybrid-linear", "softmax-only")),
+        "linear, 2 layers: tokens (0, s_t, s_t, s_t-1) below the suite's (s_t, s_t-1) (paired)",
     }
     for claim in held:
         if claim.provenance == "derived":
@@ -819,6 +820,7 @@ def test_the_icml23_paper_preset_trains_each_depth_as_the_paper_and_its_public_c
     clipped to [-10, 10] beyond 3 layers; 5,000 steps recurrent, 50,000 untied;
     normal_token_construct.ipynb for interleaved tokens), and no cpu line carries them."""
     from benchmarks.planning.plan import plan_run
+    from benchmarks.published.in_context import _BATCHES as FIXED_BATCHES
     from benchmarks.published.in_context import TABLES as ICML23
 
     expected = {  # (layers, tied, tokens): lr, grad_clip, init_std, clip, steps
@@ -842,9 +844,10 @@ def test_the_icml23_paper_preset_trains_each_depth_as_the_paper_and_its_public_c
                               overrides=claim.overrides("paper"), device="cpu",
                               preset=claim.benchmark_preset.get("paper")).flat_params()  # fmt: skip
             # App. A.12's batch of 2,048 fresh tasks; its fixed-batch runs (Fig. 16) step on
-            # their whole batch of K tasks.
+            # their whole batch of K tasks; App. A.11's block draws batches from its 8,192.
             fixed = params.get("task.pool_inputs") == "True"
-            batch = params["task.task_pool"] if fixed else "2048"
+            whole = fixed and int(params["task.task_pool"]) in FIXED_BATCHES
+            batch = params["task.task_pool"] if whole else "2048"
             assert (params["protocol.meta_batch"], params["task.queries"]) == (batch, "1")
             depth = (int(params["method.layers"]), params["method.tied"] == "True",
                      params["task.tokens"])  # fmt: skip

@@ -194,7 +194,8 @@ def _families() -> dict[str, Family]:
     from methods.continual.baselines import ReplaySGDConfig
     from methods.continual.lamaml import LaMAMLConfig
     from methods.continual.online import OnlineMetaConfig
-    from methods.in_context.regression import GDConfig, LSAConfig, RidgeConfig
+    from methods.in_context.references import GDConfig, RidgeConfig
+    from methods.in_context.regression import LSAConfig
     from methods.in_context.sequence import (
         AutoregressiveGDConfig,
         LeastSquaresConfig,
@@ -276,6 +277,7 @@ def _families() -> dict[str, Family]:
             "lr": Line("0.01"), "grad_clip": _CLIP, "construction": Line("gd"),
             "copy_scale": Line("5", method="copy_gd", benchmark="linreg-icl-interleaved"),
             "align_rates": Line("0.1"), "repeat_dampenings": Line("0.6"),
+            "twin_control": Line("true"),
             "align_gd_etas": Line("1.0"), "align_gdpp_etas": Line("1.0"),
             # GD++'s transform acts from its second step on: two layers, two steps.
             "align_gdpp_gammas": Line("0.1", extra=_pairs(align_gdpp_etas="1.0", layers="2"))}),

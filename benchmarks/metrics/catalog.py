@@ -179,6 +179,12 @@ _IN_CONTEXT = [
      "cosine of the model's and K steps of {0}'s sensitivities, at the run's given rates"),
     (r"final/align/(pred|sens)_diff_rate([\d.]+)", "lower",
      "{0} difference between the model and one GD step at rate {1} x N"),
+    (r"final/twin/(init|pred|sens)_rel_diff", "lower",
+     "relative difference between the model's and its control twin's {0} (init: the "
+     "prediction before attention; sens: the input-gradient)"),
+    (r"final/twin/model_loss", "lower", "test loss of the model on the twin comparison's tasks"),
+    (r"final/twin/control_loss", None,
+     "test loss of the control twin (the layer fixed to GD) on the same tasks"),
     (r"final/gd/eta_closed_form", None, "one GD step's rate by the closed form"),
     (r"final/gd/eta_line_search", None, "one GD step's rate by a line search on its loss"),
     (r"final/gd/(closed_form|line_search)_time_s", None, "wall time of the rate's {0}"),

@@ -6,6 +6,7 @@ ordinary training on fresh task batches. They need flat regression tasks.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -21,11 +22,11 @@ from mesabench_datasets.tokens import (
     query_tokens,
     read_prediction,
 )
-from methods.analyses.sizes import AnalysisSettings, analysis_tasks
+from methods.analyses.sizes import AnalysisSettings
 from methods.api import SHARED_SETTINGS, ArtifactLog, EpisodicMethod
 from methods.common.losses import per_task_loss
 from methods.layers.attention import LSABlock, gd_construction
-from methods.reference.algorithms import gd_token_predict, optimal_one_step_rate, ridge_predict
+from methods.reference.algorithms import optimal_one_step_rate
 from methods.registry import register_method
 
 
@@ -216,6 +217,13 @@ class LSAConfig(AnalysisSettings):
         help="dampening factors at which the trained layer is repeated (one trained layer "
         "on constructed tokens): final/repeat/d{damp}_* beside as many dampened GD steps",
     )
+    twin_control: bool = param(
+        False, added="0.4",
+        help="train beside the model its control (the same network with the layer fixed to "
+        "construction gd) from the same initial weights on the same batches, and compare "
+        "the two at the end: their predictions before and after the attention layer and "
+        "their input-gradients (final/twin/*; thesis Fig. 2.8)",
+    )
     align_rates: tuple[float, ...] = param(
         (), min=0.0, added="0.3",
         help="fixed GD rates the final alignment also compares the trained model with, "
@@ -249,6 +257,13 @@ class LSAConfig(AnalysisSettings):
         if len({f"{r:g}" for r in self.align_rates}) != len(self.align_rates):
             raise ConfigError(f"align_rates must be distinct (as their metrics name them, "
                               f"{{r:g}}): got {self.align_rates}")  # fmt: skip
+        if self.twin_control and (
+            self.construction != "none" or self.layers != 1 or self.heads != 1
+            or self.first_layer != "same" or self.mlp or self.layernorm or self.softmax
+        ):  # fmt: skip
+            raise ConfigError("twin_control trains construction gd's twin beside a trained "
+                              "layer: it needs construction none and one plain layer of one "
+                              "head (layers=1, heads=1, no mlp, layernorm or softmax)")  # fmt: skip
         if self.construction == "copy_gd" and (
             self.layers != 2 or self.first_layer != "softmax" or self.heads != 1
             or self.embed or self.mlp or self.layernorm or self.softmax or self.tied
@@ -268,8 +283,25 @@ class LSATransformer(InContextMethod):
     def interleaved(self) -> bool:
         return self.problem.tokens == "interleaved"
 
+    def __init__(self, config: LSAConfig, problem: Problem, device: torch.device):
+        # The twin starts from the model's own initial weights (the same seed initialises
+        # both, ICML'23 App. A.7): the generator's state before the model is built, again.
+        before = torch.random.get_rng_state()
+        super().__init__(config, problem, device)
+        self.twin: LSATransformer | None = None
+        if config.twin_control:
+            after = torch.random.get_rng_state()
+            torch.random.set_rng_state(before)
+            self.twin = type(self)(_twin_config(config), problem, device)
+            torch.random.set_rng_state(after)  # the run's later draws as without a twin
+
     @classmethod
     def check_config(cls, config: LSAConfig, problem: Problem) -> None:
+        if config.twin_control:
+            try:
+                cls.check_config(_twin_config(config), problem)
+            except IncompatibleSetting as err:
+                raise IncompatibleSetting(f"twin_control: {err}") from None
         if config.construction == "copy_gd" and problem.tokens != "interleaved":
             raise IncompatibleSetting("construction copy_gd copies x_i into the y_i token of "
                                       "the natural sequence: it needs interleaved tokens (e.g. "
@@ -296,7 +328,25 @@ class LSATransformer(InContextMethod):
             final.update(icl_analyses.gdpp_extraction(self, source, seed=seed))
         if icl_analyses.interleaved_ablations_apply(self, source):
             final.update(icl_analyses.interleaved_ablations(self, source, seed=seed))
+        if self.twin is not None:
+            from methods.analyses.twin import twin_comparison
+
+            final.update(twin_comparison(self, self.twin, source, seed))
         return final
+
+    # The twin is part of the learner: checkpoints, the best-validated state and saved
+    # learners carry it, so that it is compared at the model's own step.
+    def state_dict(self) -> dict[str, Any]:
+        state = super().state_dict()
+        if self.twin is not None:
+            state["twin"] = self.twin.state_dict()
+        return state
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        super().load_state_dict(state)
+        if self.twin is not None:
+            self.twin.load_state_dict(state["twin"])
+
 
     def build_model(self, dim: int) -> nn.Module:
         c = self.config
@@ -339,7 +389,11 @@ class LSATransformer(InContextMethod):
 
     def meta_train_step(self, batch: TaskBatch) -> dict[str, float]:
         if self.config.construction != "copy_gd":
-            return super().meta_train_step(batch)
+            metrics = super().meta_train_step(batch)
+            if self.twin is not None:  # the same batch, its own optimizer
+                self.twin.total_steps = self.total_steps
+                self.twin.meta_train_step(batch)
+            return metrics
         # The construction learns nothing: its GD layer takes the closed-form optimal rate
         # over every batch so far (as the one-step GD reference does).
         num, den = optimal_one_step_rate(*batch)
@@ -402,6 +456,12 @@ class LSATransformer(InContextMethod):
         return predictions
 
 
+def _twin_config(config: LSAConfig) -> LSAConfig:
+    """The control a ``twin_control`` model trains beside it: its layer fixed to the GD
+    construction, everything else the model's."""
+    return dataclasses.replace(config, construction="gd", twin_control=False)
+
+
 class TokenEmbedding(nn.Module):
     """ICML'23 App. A.7's embedding of whole tokens: e = E (x, y) (linear, no bias), then
     e + MLP(e) with a hidden layer 4x as wide and GELU (the residual of a Transformer
@@ -456,140 +516,10 @@ def set_copy_gd_rate(layer, eta: float | Tensor, context_size: int, outputs: int
     projection[0, -outputs:, -outputs:] = (eta / context_size) * eye
 
 
-@dataclass(frozen=True)
-class GDConfig(AnalysisSettings):
-    steps: int = param(1, min=1, help="GD steps (K)")
-    lr: float = param(1e-2, min=0.0, help="Adam lr of the per-step rates (K > 1 or GD++)")
-    tied: bool = param(
-        False,
-        help="one rate (and GD++ transform) shared by all K steps: the like-for-like "
-        "reference for a tied (recurrent) LSA stack",
-    )
-    eta: float = param(
-        0.0, min=0.0, help="a fixed rate for every step, nothing fitted (0: rates fitted on "
-        "training tasks); for a learning-rate sweep", added="0.2",
-    )
-    line_search: bool = param(
-        False, added="0.4",
-        help="also find one step's rate by a line search on the analysis tasks beside its "
-        "closed form there, each timed (final/gd/*: the ICLR'24 blog's comparison)",
-    )
-
-    def check(self) -> None:
-        if self.line_search and (self.steps != 1 or self.eta):
-            raise ConfigError("line_search compares one fitted step's rates (steps=1, eta=0)")
-
-
-class GDReference(InContextMethod):
-    """K steps of GD from w = 0 with per-step rates fitted on training tasks: the closed-form
-    empirical optimum for one step, Adam on the per-step rates otherwise (one rate for all
-    steps with ``tied``)."""
-
-    Config = GDConfig
-    preconditioned = False
-    #: A reference algorithm: its rates and solves are computed in float64.
-    precisions = frozenset({"fp32"})
-
-    def build_model(self, dim: int) -> nn.Module:
-        model = nn.Module()
-        c = self.config
-        k = 1 if c.tied or c.eta else c.steps
-        model.etas = nn.Parameter(torch.full((k,), c.eta or float("nan")))
-        model.gammas = nn.Parameter(torch.zeros(k), requires_grad=self.preconditioned)
-        # Running sums of the one-step closed form (numerator, denominator).
-        model.register_buffer("moments", torch.zeros(2, dtype=torch.float64))
-        if self.closed_form or c.eta:
-            model.etas.requires_grad_(False)
-        # Whether the rates hold a value yet, kept on the host: asking the (device) rates
-        # at every step would stall it.
-        self._rates_set = bool(c.eta)
-        return model
-
-    @property
-    def closed_form(self) -> bool:
-        return self.config.steps == 1 and not self.preconditioned and not self.config.eta
-
-    def step_parameters(self) -> tuple[Tensor, Tensor | None]:
-        """The K per-step rates and (GD++ only) x-transforms; tied steps repeat one."""
-        k = self.config.steps
-        gammas = self.model.gammas.expand(k) if self.preconditioned else None
-        return self.model.etas.expand(k), gammas
-
-    def forward(self, support_x, support_y, query_x):
-        return gd_token_predict(support_x, support_y, query_x, *self.step_parameters())
-
-    def meta_train_step(self, batch: TaskBatch) -> dict[str, float]:
-        # One step: the closed form over every batch so far. K > 1 or GD++: the first batch
-        # starts every step at the one-step rate, then Adam fits them.
-        if self.closed_form or not self._rates_set:
-            num, den = optimal_one_step_rate(*batch)
-            with torch.no_grad():
-                self.model.moments += torch.stack([num, den]).double()
-                eta = self.model.moments[0] / self.model.moments[1] * batch.support_x.shape[1]
-                self.model.etas.copy_(eta.expand_as(self.model.etas))
-            self._rates_set = True
-        return super().meta_train_step(batch)
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        super().load_state_dict(state)
-        self._rates_set = not bool(torch.isnan(self.model.etas).any())
-
-    def analyse(self, source: TaskSource, log: ArtifactLog, seed: int) -> dict[str, float]:
-        """The in-context analyses; with ``line_search``, one step's rate in closed form
-        beside a line search on the same tasks (the ICLR'24 blog's comparison)."""
-        from methods.analyses import in_context as icl_analyses
-
-        final = super().analyse(source, log, seed)
-        if self.config.line_search and icl_analyses.is_linear_regression(source):
-            final.update(icl_analyses.rate_by_line_search(
-                source, self.device, tasks=analysis_tasks(self, icl_analyses.FIT_TASKS),
-                seed=seed))  # fmt: skip
-        return final
-
-
-class GDPlusPlusReference(GDReference):
-    """GD++: per-step rate eta_k and input transform gamma_k, fitted with Adam."""
-
-    preconditioned = True
-
-    @classmethod
-    def check_config(cls, config: GDConfig, problem: Problem) -> None:
-        if config.line_search:
-            raise ConfigError("line_search compares plain GD's rates (method gd), not GD++'s")
-
-
-@dataclass(frozen=True)
-class RidgeConfig(AnalysisSettings):
-    lam: float = param(1e-3, min=0.0, help="ridge strength (0: minimum-norm least squares)")
-
-
-class RidgeReference(InContextMethod):
-    """The exact ridge / least-squares solution on each task's context: nothing to learn."""
-
-    Config = RidgeConfig
-    #: A reference algorithm: its solves and rates are computed in float64.
-    precisions = frozenset({"fp32"})
-
-    def build_model(self, dim: int) -> nn.Module:
-        return nn.Module()
-
-    def forward(self, support_x, support_y, query_x):
-        return ridge_predict(support_x, support_y, query_x, self.config.lam)
-
-
 register_method("lsa", LSATransformer, "linear self-attention transformer (von Oswald 2023)")
 register_method(
     "copy_gd",
     LSATransformer,
     "reference: hand-built copy layer + GD layer on interleaved tokens (von Oswald 2023)",
     construction="copy_gd", layers=2, first_layer="softmax",
-)
-register_method("gd", GDReference, "reference: K steps of GD with fitted rates")
-register_method("gdpp", GDPlusPlusReference, "reference: GD++ (fitted rates and x-transforms)")
-register_method("ridge", RidgeReference, "reference: exact ridge regression on the context")
-register_method(
-    "least_squares",
-    RidgeReference,
-    "reference: exact minimum-norm least squares on the context",
-    lam=0.0,
 )

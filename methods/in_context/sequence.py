@@ -125,11 +125,13 @@ class SequenceConfig(AnalysisSettings):
         "parallel", help="how mesa layers compute (same outputs; chunked uses O(d^2) memory)"
     )
     heads: int = param(1, min=1, help="heads per layer")
-    tokens: Literal["constructed", "raw"] = param(
+    tokens: Literal["constructed", "slot", "memory", "raw"] = param(
         "constructed", added="0.2",
-        help="constructed: e_t = (s_t, s_t-1) built for the model; raw: e_t = (s_t, 0, p_t) "
-        "with a sinusoidal position code p_t, so that a first layer must copy s_t-1 itself "
-        "(the thesis' hybrid models)",
+        help="constructed: e_t = (s_t, s_t-1) built for the model; slot: e_t = (0, s_t, "
+        "s_t-1), a zero slot to write the prediction in; memory: e_t = (0, s_t, s_t, s_t-1), "
+        "the thesis' tokens 'with additional memory' (sec. 3.5.1, app. 3.7.3.2); raw: e_t = "
+        "(s_t, 0, p_t) with a sinusoidal position code p_t, so that a first layer must copy "
+        "s_t-1 itself (the thesis' hybrid models)",
     )
     embed: int = param(
         0, min=0, added="0.2",
@@ -182,7 +184,8 @@ class SequenceLearner(InContextMethod):
         c = self.config
 
         first = MIXERS["softmax" if c.first_layer == "softmax" else c.mixer]
-        width = 2 * (c.embed or dim) + (POSITION_WIDTH if c.tokens == "raw" else 0)
+        width = TOKEN_LAYOUTS[c.tokens][0] * (c.embed or dim) + (
+            POSITION_WIDTH if c.tokens == "raw" else 0)
         model = nn.Module()
         model.embed = nn.Linear(dim, c.embed, bias=False) if c.embed else nn.Identity()
         model.layers = nn.ModuleList(
@@ -196,10 +199,7 @@ class SequenceLearner(InContextMethod):
 
     def input_tokens(self, query_x: Tensor) -> Tensor:
         """The tokens the first layer reads (constructed or raw, per the config)."""
-        embedded = self.model.embed(query_x)
-        if self.config.tokens == "raw":
-            return raw_tokens(embedded)
-        return constructed_tokens(embedded)
+        return TOKEN_LAYOUTS[self.config.tokens][1](self.model.embed(query_x))
 
     def hidden_states(
         self, query_x: Tensor, first: Callable[[Tensor, Tensor], Tensor] | None = None,
@@ -346,6 +346,27 @@ def raw_tokens(sequence: Tensor) -> Tensor:
 def constructed_tokens(sequence: Tensor) -> Tensor:
     """e_t = (s_t, s_{t-1}) with s_0 = 0: ``[B, T, D]`` -> ``[B, T, 2D]``."""
     return torch.cat([sequence, previous_states(sequence)], dim=-1)
+
+
+def slot_tokens(sequence: Tensor) -> Tensor:
+    """e_t = (0, s_t, s_{t-1}): ``[B, T, D]`` -> ``[B, T, 3D]``, the thesis' more compact
+    tokens with a zero slot (app. 3.7.3.2)."""
+    return torch.cat([torch.zeros_like(sequence), constructed_tokens(sequence)], dim=-1)
+
+
+def memory_tokens(sequence: Tensor) -> Tensor:
+    """e_t = (0, s_t, s_t, s_{t-1}): ``[B, T, D]`` -> ``[B, T, 4D]``, the thesis' tokens
+    "with additional memory" (sec. 3.5.1, app. 3.7.3.2)."""
+    return torch.cat([torch.zeros_like(sequence), sequence, constructed_tokens(sequence)], dim=-1)
+
+
+#: Each token layout: its width in multiples of the state's, and its builder.
+TOKEN_LAYOUTS: dict[str, tuple[int, Callable[[Tensor], Tensor]]] = {
+    "constructed": (2, constructed_tokens),
+    "slot": (3, slot_tokens),
+    "memory": (4, memory_tokens),
+    "raw": (2, raw_tokens),
+}
 
 
 @dataclass(frozen=True)
