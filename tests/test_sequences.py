@@ -654,6 +654,12 @@ def test_revalg_is_the_layers_function_on_its_block_means():
                                     built.query, dim, reduced)  # fmt: skip
             assert algorithm_predict(revalg[0], bias, *revalg[1:], tokens) == pytest.approx(
                 exact, abs=1e-5)
+        # Table 3.1's ablation (lambda_A,3/4 = 0) leaves this layer its initial prediction
+        # alone: R e_t + b, the GD step gone.
+        revalg = revalg_weights(reads, built.projection, built.value, built.key, built.query,
+                                dim, ablated=True)  # fmt: skip
+        assert algorithm_predict(revalg[0], bias, *revalg[1:], tokens) == pytest.approx(
+            tokens @ reads.T + bias, abs=1e-6)
         built.key[0, :dim, :dim] = 0.2 * torch.eye(dim)  # a key on s_t' too: not a GD term
         revalg = revalg_weights(reads, built.projection, built.value, built.key, built.query,
                                 dim, reduced=True)  # fmt: skip

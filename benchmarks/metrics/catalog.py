@@ -276,6 +276,9 @@ _IN_CONTEXT = [
     (r"final/weights/revalg_full_loss", None,
      "loss of the layer's products at their block diagonals' means, every term (thesis Eq. "
      "3.55), on the same sequences"),
+    (r"final/weights/revalg_ablated_loss", None,
+     "loss of the layer's products at their block diagonals' means without the GD terms "
+     "(thesis table 3.1's L_ablation: lambda_A,3/4 = 0), on the same sequences"),
     (r"final/heads/offdiag_share_min", None,
      "off-diagonal share of the least off-diagonal head's rate-scaled W_K^T W_Q (x block)"),
     (r"final/heads/offdiag_share_sum", "lower",

@@ -79,18 +79,22 @@ def algorithm_predict(readout: Tensor, bias: Tensor, writes: Tensor, forms: Tens
 
 
 def revalg_weights(readout: Tensor, projections: Tensor, values: Tensor, keys: Tensor,
-                   queries: Tensor, dim: int,
-                   reduced: bool = False) -> tuple[Tensor, Tensor, Tensor]:  # fmt: skip
+                   queries: Tensor, dim: int, reduced: bool = False,
+                   ablated: bool = False) -> tuple[Tensor, Tensor, Tensor]:  # fmt: skip
     """RevAlg-1's (R, W_h, M_h): the layer's readout, writes and forms with each dim x dim
     block at its diagonal's mean (Eq. 3.55: every lambda; the readout's blocks are the
     thesis' initial prediction). ``reduced``: Eq. 3.56, one GD step on the mesa-objective
     from W_0 = lambda_1 I: only the terms whose key reads s_t'-1 and whose query reads s_t
-    (lambda_A,3 and lambda_A,4), and the readout's s_t block (table 3.1's L_reduced)."""
+    (lambda_A,3 and lambda_A,4), and the readout's s_t block (table 3.1's L_reduced).
+    ``ablated``: every lambda but those GD terms (lambda_A,3/4 = 0: table 3.1's
+    L_ablation)."""
     writes, forms = products(readout, projections, values, keys, queries)
     readout, writes, forms = (block_means(w, dim) for w in (readout, writes, forms))
+    gd_terms = torch.zeros_like(forms)
+    gd_terms[:, dim:, :dim] = forms[:, dim:, :dim]  # key s_t'-1, query s_t
     if reduced:
-        kept = torch.zeros_like(forms)
-        kept[:, dim:, :dim] = forms[:, dim:, :dim]  # key s_t'-1, query s_t
-        forms = kept
+        forms = gd_terms
         readout = torch.cat([readout[:, :dim], torch.zeros_like(readout[:, dim:])], dim=1)
+    elif ablated:
+        forms = forms - gd_terms
     return readout, writes, forms

@@ -272,15 +272,16 @@ class SequenceLearner(InContextMethod):
         def loss(pred: Tensor) -> float:
             return per_task_loss(pred, batch.query_y, self.problem.loss).mean().item()
 
-        def revalg(reduced: bool) -> float:
+        def revalg(**terms: bool) -> float:
             weights = revalg_weights(readout.weight, layer.projection, layer.value, layer.key,
-                                     layer.query, tokens.shape[-1] // 2, reduced)  # fmt: skip
+                                     layer.query, tokens.shape[-1] // 2, **terms)  # fmt: skip
             return loss(algorithm_predict(weights[0], readout.bias, *weights[1:], tokens))
 
         return {
             "final/weights/layer_loss": loss(readout(layer(tokens))),
             "final/weights/revalg_loss": revalg(reduced=True),
-            "final/weights/revalg_full_loss": revalg(reduced=False),
+            "final/weights/revalg_full_loss": revalg(),
+            "final/weights/revalg_ablated_loss": revalg(ablated=True),
         }
 
     def first_output(self, sequence: Tensor) -> Tensor:
