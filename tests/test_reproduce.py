@@ -791,7 +791,7 @@ def test_mesa_tables_label_what_the_thesis_states_and_what_is_the_suites():
         *(f"mesa, plain prompt, {n} pairs: above end-of-pair (paired)" for n in (2, 5, 10, 15)),
         *(f"first layer: at least half its sensitivity to earlier states on s_t-1 ({model})"
           for model in ("hybrid-mesa", "hybrid-linear", "softmax-only")),
-        "linear, 2 layers: tokens (0, s_t, s_t, s_t-1) below the suite's (s_t, s_t-1) (paired)",
+        "linear, 2 layers, the suite's tokens (s_t, s_t-1): above (0, s_t, s_t, s_t-1) (paired)",
     }
     for claim in held:
         if claim.provenance == "derived":
