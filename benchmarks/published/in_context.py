@@ -960,8 +960,8 @@ def _ablations() -> Table:
         "paper's picture (cosine -0.98, the sum's off-diagonal share 0.03-0.04 against "
         "0.16-0.22 per head); seed 0 ends at a loss of 0.39 (0.29, 0.22 for the others) with "
         "heads that do not cancel: a seed-dependent outcome of training (App. A.11 "
-        "describes seed-dependent instabilities of linear single-head layers, which two heads "
-        "mitigate; it says nothing of softmax heads).",
+        "describes seed-dependent instabilities of single-head layers in the main text's "
+        "experiments, which two heads mitigate; it says nothing of softmax heads).",
         figure=TableFigure(
             "ICML'23 sec. 4 and App. A.9, thesis App. 2.6.5: variants, and the repeated layer",
             (
@@ -1075,10 +1075,10 @@ def _task_pool() -> Table:
         "batch itself). App. A.11's grokking run (Fig. 15, right): one block, the LSA layer "
         "then a residual MLP of 44 hidden units (4x the token width: ours; A.11 gives none), "
         "trained on a fixed dataset of 8,192 tasks in mini-batches of the preset's size "
-        "(A.11's rate and batch size, 'carefully tuned', are not stated), 5,000 steps at cpu; "
-        "the line holds its final test loss near one GD step's, and the figure shows its "
-        "training and validation losses over training (A.11's transitions: the test loss "
-        "first rising, then dropping).",
+        "(A.11, 'carefully tuning the learning rate and batchsize', states neither), 5,000 "
+        "steps at cpu; the line holds its final test loss near one GD step's, and the "
+        "figure shows its training and validation losses over training (A.11's "
+        "transitions: the test loss first rising, then dropping).",
         figure=TableFigure(
             "memorisation and generalisation by the number of training tasks",
             (Panel("Test loss by training tasks", "training tasks (one fixed batch)",

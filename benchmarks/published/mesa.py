@@ -285,9 +285,9 @@ def _depth() -> Table:
         stack("linear", 2, "linear, 2 layers, the suite's tokens (s_t, s_t-1): above (0, s_t, "
               "s_t, s_t-1) (paired)", tokens="constructed", versus="linear, 2 layer(s), 2 heads",
               check="at_least", provenance="derived",
-              cite="ours: the suite's one-layer tokens have no zero slot to write the "
-              "prediction in, which both of the thesis' constructions keep (sec. 3.5.1, app. "
-              "3.7.3.2)"),
+              cite="ours: the suite's one-layer tokens are narrower and have no zero slot to "
+              "write the prediction in, which both of the thesis' constructions keep (sec. "
+              "3.5.1, app. 3.7.3.2); which of the two costs the loss is not separated"),
     ]
     curves = {"least squares": lsq, "mesa": mesa,
               "linear, 1 layer": "linear, 1 layer(s), 2 heads",
@@ -309,8 +309,8 @@ def _depth() -> Table:
         "s_t, s_t-1) (tokens=memory: sec. 3.5.1; app. 3.7.3.2: 'throughout all experiments "
         "when training deep Transformers'); one layer reads the suite's (s_t, s_t-1) (the "
         "thesis' single layer reads (0, s_t, s_t-1)). Until 2026-11-29 every stack here read "
-        "(s_t, s_t-1), which leave no zero slot to write a prediction in: the 6-layer linear "
-        "stack ended at 1.16 on them, against about 0.63 on the thesis' tokens. The thesis' "
+        "(s_t, s_t-1), narrower and with no zero slot to write a prediction in: the 6-layer "
+        "linear stack ended at 1.16 on them, against 0.62 on the thesis' tokens. The thesis' "
         "single linear layer has 2 heads (Fig. 3.2B); its 6-layer linear model has 4 per "
         "layer (Fig. 3.11, app. 3.7.4). Of two more compact tokens the thesis reports "
         "similar performance but 'more training difficulties and instabilities' for the more "

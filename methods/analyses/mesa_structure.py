@@ -88,6 +88,8 @@ def revalg_weights(readout: Tensor, projections: Tensor, values: Tensor, keys: T
     (lambda_A,3 and lambda_A,4), and the readout's s_t block (table 3.1's L_reduced).
     ``ablated``: every lambda but those GD terms (lambda_A,3/4 = 0: table 3.1's
     L_ablation)."""
+    if reduced and ablated:
+        raise ValueError("RevAlg is reduced to its GD terms or ablated of them, not both")
     writes, forms = products(readout, projections, values, keys, queries)
     readout, writes, forms = (block_means(w, dim) for w in (readout, writes, forms))
     gd_terms = torch.zeros_like(forms)

@@ -25,8 +25,9 @@ from methods.analyses.sensitivity import with_sensitivity
 from methods.analyses.sizes import analysis_tasks
 from methods.common.losses import per_task_loss
 
-#: Seed role of the comparison's tasks (apart from training, validation, test and the other
-#: analyses' roles, 4-10).
+#: Seed role of the comparison's tasks: a stream of (role, seed) apart from training,
+#: validation, test and the other analyses' (4-10; derived.py's 11 and 12 seed streams of
+#: other keys).
 _ROLE = 11
 #: Tasks the comparison is measured on (the run's ``analysis_tasks`` where set).
 TASKS = 1000
