@@ -307,7 +307,9 @@ def test_a_built_ins_digest_covers_what_it_imports_and_nothing_else(tmp_path):
     package.mkdir()
     (package / "__init__.py").write_text("from probe_pkg import a, d  # registers\n")
     (package / "a.py").write_text("import os\n\ndef f():\n    from probe_pkg.b import g\n")
-    (package / "b.py").write_text("from probe_pkg import c\nimport probe_pkg.missing\n")
+    # Another package's module whose path matches one of probe_pkg's (``other.d``): not it.
+    (package / "b.py").write_text("from probe_pkg import c\nimport probe_pkg.missing\n"
+                                  "from other.d import thing\n")
     (package / "c.py").write_text("")
     (package / "d.py").write_text("")
     assert [p.name for p in _imported_closure("probe_pkg.a", package)] == ["a.py", "b.py",

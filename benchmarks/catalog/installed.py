@@ -222,9 +222,11 @@ def _imported_closure(module: str, root: Path) -> list[Path]:
     top one imports every learner)."""
 
     def file_of(name: str) -> Path | None:
-        parts = name.split(".")[1:]
-        path = root.joinpath(*parts).with_suffix(".py") if parts else None
-        return path if path is not None and path.is_file() else None
+        package, *parts = name.split(".")
+        if package != root.name or not parts:  # another package's module (torch.nn, ...)
+            return None
+        path = root.joinpath(*parts).with_suffix(".py")
+        return path if path.is_file() else None
 
     found: dict[str, Path] = {}
     todo = [module]
