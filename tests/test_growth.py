@@ -4,7 +4,7 @@ cost at N and at 4N, as a ratio measured in one process.
 Linear work gives 4x, quadratic 16x; above 6x fails. A ratio of the calling thread's CPU
 seconds, not of wall times nor of the process' CPU: what other processes take of the cores
 does not count, nor do this process' other threads (torch's OpenMP workers spinning after the
-template run's training, MLflow's), which once made the planted walk read 2.7x on a loaded
+template run's training, MLflow's), the suspect when the planted walk read 2.7x on a loaded
 machine. The work timed is single-threaded. Each size's time is the least of its repeats,
 the sizes interleaved. The stores are copies of one real
 run made inside SQLite (bench/synthetic_store.py): 3,000 and 12,000 runs, ten seeds per
