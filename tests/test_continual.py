@@ -442,9 +442,27 @@ def test_a_resumed_stream_gives_the_uninterrupted_numbers():
     _, interrupted = _lamaml_run(stream, stop_at_task=2)
     assert interrupted.checkpoint["progress"]["task"] == 2
     resumed, _ = _lamaml_run(stream, checkpoint=interrupted.checkpoint)
-    for key in ("final/ra", "final/bti", "final/la", "final/fwt", "final/sparsity/overall"):
+    for key in ("final/ra", "final/bti", "final/la", "final/fwt", "final/sparsity/overall",
+                "final/sparsity_rise/least"):  # the rise reads the history the checkpoint kept
         assert resumed[key] == whole[key], key
     assert whole["final/ra"] > 0.3  # and it learned something (chance is 0.1)
+
+
+def test_a_sparsity_rise_counts_the_points_it_did_not_fall_at_and_flat_as_none():
+    """thesis figure 4.3's 'monotonically increases with the number of tasks', per tensor:
+    a saturated tensor (every gate off from the first task) has not fallen; one that ends
+    where it began has not risen; fewer than three points tell nothing."""
+    from benchmarks.protocols.summary import sparsity_rises
+
+    history = [(0, {"w": 0.0, "b": 0.0, "flat": 0.3}), (1, {"w": 0.1, "b": 1.0, "flat": 0.5}),
+               (2, {"w": 0.05, "b": 1.0, "flat": 0.1}), (3, {"w": 0.2, "b": 1.0, "flat": 0.3}),
+               (4, {"w": 0.3, "b": 1.0, "flat": 0.3})]  # fmt: skip
+    rises = sparsity_rises(history)
+    assert rises["w"] == 0.75 and rises["b"] == 1.0 and rises["flat"] == 0.0
+    assert rises["least"] == 0.0
+    assert sparsity_rises(history[:2]) == {}
+    steady = sparsity_rises([(t, {"w": t / 10}) for t in range(21)])
+    assert steady == {"w": 1.0, "least": 1.0}
 
 
 def test_cli_runs_a_continual_benchmark_into_mlflow(store, tmp_path):

@@ -153,6 +153,18 @@ _COMMON = [
         "weighted by size), at the end of training",
     ),
     (
+        r"final/sparsity_rise/.+",
+        None,
+        "share of the recorded points (a continual run: after each task) at which a "
+        "tensor's sparsity did not fall, 0 where it ended no higher than it began",
+    ),
+    (
+        r"final/sparsity_rise/least",
+        None,
+        "the smallest of the tensors' sparsity rises (1: every tensor's sparsity rose over "
+        "training and never fell)",
+    ),
+    (
         r"final/scored_sparsity/.+",
         None,
         "fraction of gradient entries gated off (per tensor) "

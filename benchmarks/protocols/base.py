@@ -43,6 +43,7 @@ import torch
 
 from benchmarks.metrics.catalog import declare_metric
 from benchmarks.protocols.recording import Recorder
+from benchmarks.protocols.summary import sparsity_rises
 from mesabench_core import param
 from methods.api import Method
 
@@ -359,6 +360,8 @@ class Protocol:
         # finish() may score other weights (the best meta-validation checkpoint): the
         # sparsity of the weights the test metrics came from, named apart.
         final.update(self.sparsity_metrics(method, method.sparsity(), "final/scored_sparsity/"))
+        final.update({f"final/sparsity_rise/{k}": v
+                      for k, v in sparsity_rises(state.sparsity_history).items()})  # fmt: skip
         self.recorder.log_metrics(final, step=self.final_step(state))
         self.log_figures(state)
         self._log_sparsity_figures(state.sparsity_history, final_sparsity)

@@ -3,6 +3,7 @@ seeds are in :mod:`benchmarks.results.statistics`)."""
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 
@@ -61,3 +62,27 @@ def continual_metrics(
         b = torch.as_tensor(initial, dtype=torch.float64)
         out["fwt"] = (r.diagonal(offset=1) - b[1:]).mean().item()
     return out
+
+
+
+def sparsity_rises(history: Sequence[tuple[int, dict[str, float]]]) -> dict[str, float]:
+    """How steadily each tensor's sparsity rose over training, at the points the protocol
+    recorded it (a continual run: before the first task and after each): the share of
+    consecutive points at which it did not fall, or 0 where it ended no higher than it began
+    (flat is not rising). Keyed by tensor, and ``least``, the smallest (1 there: every
+    tensor rose, never falling). A tensor that saturates (every gate off) counts as not
+    falling, where a rank correlation would read its ties as disorder. Empty with fewer than
+    three points."""
+    if len(history) < 3:
+        return {}
+    tensors = sorted(set().union(*(per for _, per in history)))
+    rises = {}
+    for name in tensors:
+        if not all(name in per for _, per in history):
+            continue
+        values = [per[name] for _, per in history]
+        held = sum(b >= a for a, b in itertools.pairwise(values))
+        rises[name] = held / (len(values) - 1) if values[-1] > values[0] else 0.0
+    if rises:
+        rises["least"] = min(rises.values())
+    return rises

@@ -6,11 +6,12 @@ OSAKA online fast adaptation (thesis table 4.6), and sparse-MAML's few-shot chap
 from __future__ import annotations
 
 import dataclasses
+from fractions import Fraction
 
 from benchmarks.catalog.baseline_settings import MER_CODE_BASELINES, PER_SAMPLE
 from benchmarks.catalog.references import THESIS_TABLE_43, THESIS_TABLE_45
 from benchmarks.published.claims import PRESETS, Check, Claim, Table
-from benchmarks.published.figures import Panel, Points, TableFigure
+from benchmarks.published.figures import History, Panel, Points, TableFigure
 
 #: How far below the published sparse-La-MAML - La-MAML difference a run may fall and still
 #: reproduce it (points of RA): the relation is held to its size, not to a tie.
@@ -26,12 +27,22 @@ _MARGIN_SLACK = 1.0
 _BATCHED_RATE = {"online_sgd": 10.0, "gem": 10.0, "mer": 1.0}
 
 
-def _batched(benchmark: str, method: str) -> dict[str, str]:
-    """A baseline's settings on batches of 10 (the cpu and quick presets); {} for others."""
+def _batched(benchmark: str, method: str, factor: float = 1.0) -> dict[str, str]:
+    """A baseline's settings on batches of 10 (the cpu and quick presets), at ``factor``
+    times the MER code's rate; {} for others."""
     if method not in PER_SAMPLE:
         return {}
-    rate = MER_CODE_BASELINES[benchmark][method]["lr"] * _BATCHED_RATE[method]
+    rate = MER_CODE_BASELINES[benchmark][method]["lr"] * _BATCHED_RATE[method] * factor
     return {PER_SAMPLE[method]: "0", "lr": f"{rate:g}"}
+
+
+#: Online SGD at a lower rate than the MER code's, as a fraction of it: where table 4.5's
+#: online rows (RA and BTI) are met here. The thesis states no rate; a probe at cpu over
+#: 1/3 to 1 of the MER code's (3 seeds, 2026-11-29) found the MER rate learning each task
+#: further and forgetting more, and these fractions landing on both numbers. Lines named
+#: "suite's variant", beside the MER-rate lines: they say what rate the rows are consistent
+#: with, not that the thesis used it.
+_ONLINE_RATE_PROBE = {"mnist-rotations": Fraction(5, 6), "mnist-permutations": Fraction(1, 3)}
 
 
 def _stream_quick(benchmark: str) -> dict[str, str]:
@@ -75,6 +86,18 @@ def _thesis_45() -> Table:
                           budget={"quick": {**quick, **batched}, "cpu": batched},
                           target=round(value / 100, 6), tolerance=0.02, cost_s=cost, cite=cite)
                 )  # fmt: skip
+            factor = _ONLINE_RATE_PROBE.get(benchmark) if method == "online_sgd" else None
+            if factor is not None:
+                rate = MER_CODE_BASELINES[benchmark][method]["lr"] * float(factor)
+                slower = _batched(benchmark, method, float(factor))
+                for name, metric, value in (("RA", "final/ra", ra), ("BTI", "final/bti", bti)):
+                    claims.append(Claim(
+                        f"suite's variant: {method} {name}, {benchmark}, at {factor} of the MER "
+                        "code's rate", benchmark, method, metric, {"lr": f"{rate:g}"},
+                        budget={"quick": {**quick, **slower}, "cpu": slower},
+                        target=round(value / 100, 6), tolerance=0.02, cost_s=cost,
+                        cite="thesis table 4.5; the rate ours (the thesis states none): "
+                        f"{factor} of the MER code's, where a probe met the row"))  # fmt: skip
         gain = rows["sparse_lamaml"][0] - rows["lamaml"][0]
         claims.append(
             Claim(f"sparse_lamaml matches or beats lamaml, {benchmark} (paired)",
@@ -115,7 +138,9 @@ def _thesis_45() -> Table:
         "time, as that code does; cpu and quick step on the stream's batches of 10 with "
         "online SGD's and GEM's per-sample rates x10 (derived). quick also shortens the "
         "stream to 5 tasks. Many permutations scores only the accuracy-matrix entries its "
-        "metrics read.",
+        "metrics read. The lines named \"suite's variant\" are ours: online SGD at 5/6 "
+        "(rotations) and 1/3 (permutations) of the MER code's rate, where a probe met the "
+        "rows; they say which rate the rows are consistent with, not that the thesis used it.",
     )
 
 
@@ -128,6 +153,10 @@ _FIG_43_LAYERS = (("W1", "0.weight"), ("W2", "2.weight"), ("W3", "4.weight"),
 #: Seconds of one run (thesis-4.5's measurement of these configurations).
 _FIG_43_COST = {"lamaml": {"quick": 5.0, "cpu": 128.0, "paper": 128.0},
                 "sparse_lamaml": {"quick": 5.0, "cpu": 134.0, "paper": 134.0}}
+#: How monotone "monotonically increases with the number of tasks" is held to be: every
+#: tensor's sparsity ends above where it began and does not fall after at least this share
+#: of the tasks (ours; the figure shows the curves).
+_FIG_43_RISE = 0.9
 #: The right panel's hidden widths (both layers; ours: the thesis names none), 100 being
 #: thesis-4.5's network. Costs of the others extrapolated from 100's by the network's
 #: multiply-adds per sample (784w + w^2 + 10w).
@@ -161,6 +190,23 @@ def _lamaml_sparsity() -> Table:
             series.setdefault((f"{method} ({panel})", "weights" if name[0] == "W" else "biases"),
                               []).append(label)  # fmt: skip
             previous = (name, label)
+    # The left and center panels' x axis: each tensor's sparsity over the tasks trained. Only
+    # sparse-La-MAML's is a line: La-MAML's rates pass an exact relu, so a rate at zero gets
+    # no gradient and stays off (in La-MAML's public code too), and its sparsity cannot fall.
+    # Its panel is drawn from the runs of its W1 line (the same runs).
+    over_tasks = {"lamaml": "lamaml: W1 sparsity", "sparse_lamaml": (
+        f"sparse_lamaml: every tensor's sparsity rises over the tasks (falls after at most "
+        f"{1 - _FIG_43_RISE:.0%} of them)")}  # fmt: skip
+    claims.append(Claim(
+        over_tasks["sparse_lamaml"], _FIG_43_STREAM, "sparse_lamaml",
+        "final/sparsity_rise/least", budget={"quick": _stream_quick(_FIG_43_STREAM)},
+        target=_FIG_43_RISE, check="at_least", provenance="derived",
+        cite="thesis figure 4.3 (caption): sparsity 'monotonically increases with the number "
+        "of tasks' for every weight and bias tensor (left panel), and 'a similar behavior is "
+        "observed' for sparse-La-MAML (center panel); of the six tensors, the least share of "
+        "tasks after which sparsity did not fall (0 unless it ended above where it began), "
+        f"{_FIG_43_RISE:g} ours (1: monotone throughout)",
+        cost_s=_FIG_43_COST["sparse_lamaml"]))  # fmt: skip
     # The right panel: sparse-La-MAML's overall sparsity falls, and its RA rises, with width.
     for metric, what, check in (("final/sparsity/overall", "overall sparsity", "at_most"),
                                 ("final/ra", "RA", "at_least")):
@@ -184,7 +230,7 @@ def _lamaml_sparsity() -> Table:
     return Table(
         "lamaml-sparsity",
         "La-MAML and sparse-La-MAML: gradient sparsity grows with depth (W1 <= W2 <= W3, "
-        "b1 <= b2 <= b3); sparse-La-MAML's falls, and its RA rises, with width",
+        "b1 <= b2 <= b3) and over the tasks; sparse-La-MAML's falls, and its RA rises, with width",
         "thesis ch. 4 (figure 4.3)",
         tuple(claims),
         seeds="0-4",
@@ -199,13 +245,21 @@ def _lamaml_sparsity() -> Table:
         "cpu and paper; quick: 5 tasks), seeds 0-4 (the figure averages 3). Right panel: "
         "sparse-La-MAML at hidden widths 50, 100 and 200 in both layers (ours: the thesis "
         "names none; 100 is thesis-4.5's run), each width held to the one below it, paired. "
-        "Not measured here: the growth over tasks (left and center panels' x axis).",
+        "The growth over tasks (left and center panels' x axis), for sparse-La-MAML: each of "
+        "the six tensors' sparsity, before the first task and after each, must end above "
+        f"where it began and fall after at most {1 - _FIG_43_RISE:.0%} of the tasks (ours; "
+        "its masks can turn back on). La-MAML's has no line: its rates pass an exact relu, "
+        "so a rate at zero receives no gradient and stays off (as in La-MAML's public code), "
+        "and its sparsity cannot fall; its curves are drawn.",
         figure=TableFigure(
             "thesis figure 4.3 (sparsity by depth at the end of the rotations stream)",
             tuple(Panel(title, "layer", "gradient sparsity", tuple(
                 Points(kind, tuple(enumerate(series[title, kind], start=1)))
                 for kind in ("weights", "biases")))
                 for title in (f"{m} ({p})" for m, p in _FIG_43_METHODS.items()))
+            + tuple(Panel(f"{m} ({p}): over tasks", "tasks trained", "gradient sparsity", tuple(
+                History(name, over_tasks[m], f"sparsity/{tensor}")
+                for name, tensor in _FIG_43_LAYERS)) for m, p in _FIG_43_METHODS.items())
             + (Panel("sparse_lamaml (right panel)", "hidden width", "overall sparsity / RA", tuple(
                 Points(what, tuple(zip(_FIG_43_WIDTHS, series["sparse_lamaml (right panel)",
                                                               what], strict=True)))

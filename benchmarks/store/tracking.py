@@ -107,14 +107,19 @@ def run_name(plan) -> str:
 
 
 def machine_text(device: str) -> str:
-    """``x86_64 Linux, 2 CPU cores, 1 torch thread`` (and the GPU's name on a CUDA device):
-    what decides whether a re-run gives the same bits (a reduction's order follows the
-    thread count)."""
+    """``x86_64 Linux, 2 CPU cores, 1 torch thread, AVX512 kernels`` (and the GPU's name on
+    a CUDA device): what decides whether a re-run gives the same bits (a reduction's order
+    follows the thread count, and torch's CPU kernels the vector instructions it found: the
+    same seed, settings and method code gave other La-MAML numbers once the machine was
+    rebuilt, and which of the two moved is not recorded)."""
     import platform
 
     threads = torch.get_num_threads()
     text = (f"{platform.machine()} {platform.system()}, {os.cpu_count()} CPU cores, "
             f"{threads} torch thread{'s' if threads > 1 else ''}")  # fmt: skip
+    capability = getattr(torch.backends.cpu, "get_cpu_capability", lambda: "")()
+    if capability:
+        text += f", {capability} kernels"
     if str(device).startswith("cuda") and torch.cuda.is_available():
         text += f", {torch.cuda.get_device_name(torch.device(device))}"
     return text
