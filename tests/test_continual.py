@@ -410,7 +410,7 @@ def test_the_mlp_fast_path_equals_the_generic_lookahead():
         torch.testing.assert_close(rates_a[n], rates_b[n])
 
 
-def _lamaml_run(stream, checkpoint=None, stop_at_task=None):
+def _lamaml_run(stream, checkpoint=None, stop_at_task=None, epochs=1):
     from mesabench_datasets.tasks import Problem
 
     torch.manual_seed(3)
@@ -428,7 +428,8 @@ def _lamaml_run(stream, checkpoint=None, stop_at_task=None):
 
         learner.begin_task = interrupting_begin
     recorder = MemoryRecorder()
-    protocol = ContinualProtocol(ContinualConfig(), stream, 0, recorder, torch.device("cpu"))
+    protocol = ContinualProtocol(ContinualConfig(epochs=epochs), stream, 0, recorder,
+                                 torch.device("cpu"))  # fmt: skip
     try:
         return protocol.run(learner, checkpoint=checkpoint), recorder
     except KeyboardInterrupt:
@@ -446,6 +447,32 @@ def test_a_resumed_stream_gives_the_uninterrupted_numbers():
                 "final/sparsity_rise/least"):  # the rise reads the history the checkpoint kept
         assert resumed[key] == whole[key], key
     assert whole["final/ra"] > 0.3  # and it learned something (chance is 0.1)
+
+
+def test_a_multi_pass_run_keeps_its_sparsity_after_every_pass_across_a_resume():
+    """thesis figure 4.4's setting: with 3 passes per task the run keeps the sparsity before
+    training and after each of the 9 passes (checkpointed: a resumed run settles alike)."""
+    config = StreamConfig(tasks=3, train_per_task=40, test_per_task=50)
+    stream = TaskStream(config, learnable_arrays())
+    whole, recorder = _lamaml_run(stream, epochs=3)
+    _, interrupted = _lamaml_run(stream, stop_at_task=2, epochs=3)
+    assert len(interrupted.checkpoint["progress"]["passes"]) == 1 + 2 * 3
+    resumed, _ = _lamaml_run(stream, checkpoint=interrupted.checkpoint, epochs=3)
+    assert "final/sparsity_settle/overall" in whole
+    settle = {k: v for k, v in whole.items() if k.startswith("final/sparsity_settle/")}
+    assert settle == {k: resumed[k] for k in settle}
+    logged = recorder.metrics["sparsity_by_pass/overall"]
+    assert [step for step, _ in logged] == list(range(1, 10))
+
+
+def test_sparsity_settling_reads_the_last_pass_against_the_first_of_each_task():
+    from benchmarks.protocols.summary import sparsity_settling
+
+    staircase = [{"w": 0.0}] + [{"w": v} for v in (0.3, 0.38, 0.4, 0.6, 0.68, 0.7)]
+    assert sparsity_settling(staircase, 3)["w"] == pytest.approx(0.04 / 0.5)
+    steady = [{"w": k / 10, "flat": 0.2} for k in range(7)]
+    assert sparsity_settling(steady, 3) == {"w": pytest.approx(1.0)}  # flat: nothing to settle
+    assert sparsity_settling(steady, 1) == {} and sparsity_settling(steady[:5], 3) == {}
 
 
 def test_a_sparsity_rise_counts_the_points_it_did_not_fall_at_and_flat_as_none():

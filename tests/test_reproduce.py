@@ -686,6 +686,31 @@ def test_thesis_45_baselines_run_at_the_mer_codes_settings_one_sample_a_step_at_
         assert "mer_examples.sh" in claim.cite
 
 
+def test_lamaml_multipass_plans_ten_passes_and_holds_settling_and_depth():
+    """thesis figure 4.4: La-MAML with 10 passes per task (5 tasks at cpu, the 20 at paper);
+    the overall sparsity's last-pass rise at most half the first's (ours), and depth."""
+    from benchmarks.planning.plan import plan_run
+
+    table = _table("lamaml-multipass")
+    lines = {c.label: c for c in table.claims}
+    for preset, tasks, epochs in (("paper", 20, 10), ("cpu", 5, 10), ("quick", 3, 3)):
+        keys = {run_key(c, preset) for c in table.claims}
+        assert len(keys) == 1, preset  # one configuration read by every line
+        line = table.claims[0]
+        params = plan_run("lamaml", line.benchmark_for(preset), overrides=line.overrides(preset),
+                          device="cpu", preset=line.benchmark_preset.get(preset)).flat_params()
+        assert (int(params["task.tasks"]), int(params["protocol.epochs"])) == (tasks, epochs)
+    settle = table.claims[0]
+    assert (settle.metric, settle.check, settle.target, settle.provenance) == (
+        "final/sparsity_settle/overall", "at_most", 0.5, "derived")  # fmt: skip
+    assert "figure 4.4" in settle.cite and "converge within a task" in settle.cite
+    assert judge(settle, {0: 0.1, 1: 0.15, 2: 0.12}).verdict == "reproduced"
+    assert judge(settle, {0: 0.9, 1: 0.95, 2: 1.0}).verdict == "not reproduced"
+    w3 = lines["lamaml, 10 passes: W3 at least W2 (paired)"]
+    assert w3.versus == "lamaml, 10 passes: W2 at least W1 (paired)" and w3.check == "at_least"
+    assert table.figure is not None and table.seeds == "0-2"
+
+
 def test_thesis_45_online_sgd_rate_probe_lines_plan_their_fraction_of_the_mer_rate():
     """The suite's variant lines (the root cause of online SGD's BTI misses): the same
     published targets, at 5/6 (rotations) and 1/3 (permutations) of the MER code's rate,

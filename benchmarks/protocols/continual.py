@@ -18,7 +18,7 @@ from typing import Any, Literal
 import torch
 
 from benchmarks.protocols.base import ExecutionSettings, Protocol, RunState, checked_output
-from benchmarks.protocols.summary import continual_metrics
+from benchmarks.protocols.summary import continual_metrics, sparsity_settling
 from mesabench_core import param
 from mesabench_datasets.tasks import Problem, seeded_generator, to_device
 from methods.api import ContinualMethod
@@ -69,6 +69,9 @@ class ContinualProtocol(Protocol):
         (r"final/la", "higher", "learning accuracy: mean accuracy on each task right after it"),
         (r"final/fwt", "higher", "forward transfer (GEM's)"),
         (r"final/samples_per_s", "higher", "training samples per second"),
+        (r"final/sparsity_settle/.+", None, "multi-pass: a tensor's sparsity rise over each "
+         "task's last pass as a share of its rise over the first, summed over tasks (near 0: "
+         "it settles within each task and rises when the next begins)"),
     )
     headline = ("final/ra", "final/bti", "final/bwt", "final/la", "final/fwt")
     sparsity_axis = ("tasks trained", "sparsity_over_tasks.csv")
@@ -128,6 +131,8 @@ class ContinualProtocol(Protocol):
             "initial": self.accuracy_row(method),  # the untrained learner, for forward transfer
         }
         self.record_sparsity(method, state, 0)
+        if self.config.epochs > 1:  # multi-pass: the sparsity after every pass, from here
+            state.progress["passes"] = [self.sparsity_metrics(method, method.sparsity(), "")]
 
     def first_step(self):
         x, y = next(self.batches(0, 0))
@@ -148,6 +153,8 @@ class ContinualProtocol(Protocol):
                     done = self.step_done(state, metrics, f"task {task}, batch {state.done}")
                     if "loss" in metrics and done % c.log_every == 0:
                         self.log({f"train/{k}": v for k, v in metrics.items()}, done)
+                if c.epochs > 1:
+                    self._log_pass(method, state, task * c.epochs + epoch + 1)
             method.end_task(task)
             with state.untimed():  # scoring every task is not training
                 p["R"][task] = self.accuracy_row(method, self.scored_after(task))
@@ -164,6 +171,8 @@ class ContinualProtocol(Protocol):
         final["final/samples_per_s"] = (
             state.done * self.config.batch_size / max(state.elapsed, 1e-9)
         )
+        settling = sparsity_settling(p.get("passes", []), self.config.epochs)
+        final.update({f"final/sparsity_settle/{k}": v for k, v in settling.items()})
         return final
 
     def score(self, method: ContinualMethod) -> dict[str, float]:
@@ -175,6 +184,14 @@ class ContinualProtocol(Protocol):
 
     def final_step(self, state: RunState) -> int:
         return self.source.num_tasks
+
+    def _log_pass(self, method: ContinualMethod, state: RunState, passes: int) -> None:
+        """Multi-pass: the sparsity after a pass over a task's samples (``passes`` so far),
+        kept for :func:`sparsity_settling` and logged (``sparsity_by_pass/*``)."""
+        sparsity = self.sparsity_metrics(method, method.sparsity(), "")
+        if sparsity:
+            state.progress["passes"].append(sparsity)
+            self.log({f"sparsity_by_pass/{k}": v for k, v in sparsity.items()}, passes)
 
     def _log_task(self, method: ContinualMethod, state: RunState, task: int) -> None:
         row = state.progress["R"][task]

@@ -86,3 +86,25 @@ def sparsity_rises(history: Sequence[tuple[int, dict[str, float]]]) -> dict[str,
     if rises:
         rises["least"] = min(rises.values())
     return rises
+
+
+def sparsity_settling(passes: Sequence[dict[str, float]], epochs: int) -> dict[str, float]:
+    """Whether sparsity settles within each task of a multi-pass stream (thesis figure 4.4):
+    ``passes`` holds the sparsity (by tensor, and overall) before training and after every
+    pass over a task's samples, ``epochs`` passes per task. Per key: the rise over each
+    task's last pass as a share of the rise over its first (the first measured from where
+    the task began), summed over tasks: near 0 where it settles within each task and rises
+    when the next begins, about 1 where it rises at the same pace throughout. A key whose
+    first passes did not rise is left out (nothing to settle). Empty for one pass per task
+    or a stream with no sparsity recorded."""
+    if epochs < 2 or len(passes) < 1 + epochs or (len(passes) - 1) % epochs:
+        return {}
+    tasks = (len(passes) - 1) // epochs
+    settling = {}
+    for key in passes[0]:
+        first = sum(passes[t * epochs + 1][key] - passes[t * epochs][key] for t in range(tasks))
+        last = sum(passes[(t + 1) * epochs][key] - passes[(t + 1) * epochs - 1][key]
+                   for t in range(tasks))  # fmt: skip
+        if first > 0:
+            settling[key] = last / first
+    return settling
