@@ -193,6 +193,26 @@ def test_the_one_step_reference_is_aligned_with_gd_at_every_context_size_and_ste
     assert len(cosines) == 10 and min(cosines) == pytest.approx(1.0, abs=1e-6)
     # GD's own rate is fitted on other tasks than the analysis': a small, nonzero difference.
     assert 0 < final["final/align/pred_diff"] < 0.01
+    # The first validation's monitor, kept as the run's early reading (thesis Fig. 2.5).
+    for key in ("sens_cosine", "pred_diff"):
+        (first, _), *_ = [(v, s) for s, v in recorder.metrics[f"monitor/align/{key}"]]
+        assert final[f"final/early/align/{key}"] == first
+
+
+def test_the_monitor_reads_the_k_step_references_the_run_names():
+    """A 2-layer tied LSA given 2 GD steps' rate: the monitor (and so the early reading)
+    holds its alignment with them beside one GD step's."""
+    plan = _plan("lsa", input_range="0.5", layers="2", tied="true", iterations="4",
+                 val_every="2", align_gd_etas="1.0", align_gdpp_etas="1.0",
+                 align_gdpp_gammas="0.0")  # fmt: skip
+    recorder = MemoryRecorder()
+    final = execute(plan, recorder)
+    for name in ("gdk", "gdpp"):
+        history = recorder.metrics[f"monitor/align/{name}_sens_cosine"]
+        assert [s for s, _ in history] == [2, 4]
+        assert final[f"final/early/align/{name}_sens_cosine"] == history[0][1]
+    # GD++ with gamma 0 is GD: the two references are the same algorithm.
+    assert history[0][1] == pytest.approx(recorder.metrics["monitor/align/gdk_sens_cosine"][0][1])
 
 
 def test_a_constructed_lsa_layer_is_gd_at_every_context_size():

@@ -686,6 +686,25 @@ def test_thesis_45_baselines_run_at_the_mer_codes_settings_one_sample_a_step_at_
         assert "mer_examples.sh" in claim.cite
 
 
+def test_multistep_holds_the_2_layer_model_nearer_gd_than_gdpp_at_its_first_validation():
+    """thesis Fig. 2.5's early half: at the first validation the 2-layer tied LSA's
+    sensitivity cosine with 2 GD steps at least that with 2 GD++ steps, paired, on the same
+    runs as its end-of-training lines (which hold GD++ above GD)."""
+    table = _table("multistep-lsa-gdpp")
+    lines = {c.label: c for c in table.claims}
+    basis = lines["2-layer tied LSA, first validation: sensitivity cosine with 2 tied GD++ steps"]
+    held = lines["2-layer tied LSA, first validation: sensitivity cosine with 2 tied GD steps "
+                 "at least GD++'s (paired)"]  # fmt: skip
+    assert basis.metric == "final/early/align/gdpp_sens_cosine"
+    assert (held.metric, held.versus, held.check, held.provenance) == (
+        "final/early/align/gdk_sens_cosine", basis.label, "at_least", "figure")  # fmt: skip
+    late = lines["2-layer tied LSA: sensitivity cosine with 2 tied GD++ steps above GD's (paired)"]
+    assert run_key(held, "cpu") == run_key(late, "cpu")
+    gdpp = {0: 0.948, 1: 0.949, 2: 0.947}
+    assert judge(held, {s: v + 0.04 for s, v in gdpp.items()}, gdpp).verdict == "reproduced"
+    assert judge(held, {s: v - 0.04 for s, v in gdpp.items()}, gdpp).verdict == "not reproduced"
+
+
 def test_lamaml_multipass_plans_ten_passes_and_holds_settling_and_depth():
     """thesis figure 4.4: La-MAML with 10 passes per task (5 tasks at cpu, the 20 at paper);
     the overall sparsity's last-pass rise at most half the first's (ours), and depth."""

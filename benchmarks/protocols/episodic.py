@@ -96,6 +96,8 @@ class EpisodicProtocol(Protocol):
             "fraction of test tasks whose loss diverged",
         ),
         (r"final/test_tasks", None, "number of held-out test tasks"),
+        (r"final/early/.+", None, "the method's monitor measure at the first meta-validation "
+         "(early in training)"),
         (r"final/best_iteration", None, "iteration of the best meta-validation checkpoint"),
         (r"val/loss", "lower", "meta-validation loss (mean over the validation tasks)"),
         (r"val/accuracy", "higher", "meta-validation accuracy (mean over the validation tasks)"),
@@ -190,6 +192,11 @@ class EpisodicProtocol(Protocol):
             if done % c.val_every == 0 or done == c.iterations:
                 score, val_metrics = self.validate(method)
                 self.log(val_metrics, done)
+                # The method's monitor at the first validation: early in training, beside
+                # the end's analyses (thesis Fig. 2.5: near GD first, nearer GD++ later).
+                state.progress.setdefault("early", {
+                    k.removeprefix("monitor/"): v for k, v in val_metrics.items()
+                    if k.startswith("monitor/")})  # fmt: skip
                 curves["val/loss"].append((done, val_metrics["val/loss"]))
                 if math.isfinite(score) and score <= best.score:
                     best = state.progress["best"] = _Best(
@@ -207,6 +214,7 @@ class EpisodicProtocol(Protocol):
             method.load_state_dict(best.state)
         final = self.score(method)
         final["final/best_iteration"] = float(best.iteration if c.select_best else c.iterations)
+        final.update({f"final/early/{k}": v for k, v in state.progress.get("early", {}).items()})
         return final
 
     def score(self, method: EpisodicMethod) -> dict[str, float]:

@@ -64,14 +64,16 @@ CURVE_TASKS = 2000
 
 
 def monitor(method, source: TaskSource, seed: int) -> dict[str, float]:
-    """Alignment with one GD step now (``monitor/align/*``), on linear regression only."""
+    """Alignment with one GD step now (``monitor/align/*``), and with the K-step references
+    the run names (``monitor/align/gdk_*``, ``gdpp_*``), on linear regression only."""
     if not is_linear_regression(source):
         return {}
     eta = getattr(method, "_monitor_eta", None)
     if eta is None:  # fitted once per run, on tasks of its own
         eta = method._monitor_eta = method_gd_rate(method, source, seed)
     aligned = gd_alignment(method, source, tasks=analysis_tasks(method, MONITOR_TASKS),
-                           seed=seed, eta=eta)  # fmt: skip
+                           seed=seed, eta=eta,
+                           references=step_references(method.config))  # fmt: skip
     return {k.replace("final/align/", "monitor/align/"): v for k, v in aligned.items()
             if not k.endswith("gd_eta")}  # fmt: skip
 
