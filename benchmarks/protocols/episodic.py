@@ -192,11 +192,14 @@ class EpisodicProtocol(Protocol):
             if done % c.val_every == 0 or done == c.iterations:
                 score, val_metrics = self.validate(method)
                 self.log(val_metrics, done)
-                # The method's monitor at the first validation: early in training, beside
-                # the end's analyses (thesis Fig. 2.5: near GD first, nearer GD++ later).
-                state.progress.setdefault("early", {
-                    k.removeprefix("monitor/"): v for k, v in val_metrics.items()
-                    if k.startswith("monitor/")})  # fmt: skip
+                if done == min(c.val_every, c.iterations):
+                    # The method's monitor at the first validation: early in training, beside
+                    # the end's analyses (thesis Fig. 2.5: near GD first, nearer GD++ later).
+                    # Told by the step, not by what progress holds, so that a run resumed
+                    # from a checkpoint without it records no later validation in its place.
+                    state.progress["early"] = {k.removeprefix("monitor/"): v
+                                               for k, v in val_metrics.items()
+                                               if k.startswith("monitor/")}  # fmt: skip
                 curves["val/loss"].append((done, val_metrics["val/loss"]))
                 if math.isfinite(score) and score <= best.score:
                     best = state.progress["best"] = _Best(

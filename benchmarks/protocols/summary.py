@@ -64,7 +64,6 @@ def continual_metrics(
     return out
 
 
-
 def sparsity_rises(history: Sequence[tuple[int, dict[str, float]]]) -> dict[str, float]:
     """How steadily each tensor's sparsity rose over training, at the points the protocol
     recorded it (a continual run: before the first task and after each): the share of
